@@ -1,0 +1,478 @@
+"""The durable file channel: Flume FileChannel semantics over our own log format.
+
+State and its guards (all under ``self._cond``, one lock):
+
+* ``_queue`` - pointers of committed, not-taken events, FIFO by commit order.
+* ``_used`` - capacity in use: queued + taken-not-committed + put-not-committed events.
+* ``_refcounts`` - per log id, queued + in-flight events whose PUT frame lives there.
+* ``_writer`` - the one segment being appended to (frames are ordered by (log id, offset)).
+* group commit: ``_write_gen`` counts appends, ``_synced_gen`` the appends known durable, and
+  ``_pending`` holds commits waiting for a sync, in append order. One thread at a time
+  (``_syncing``) syncs the log outside the lock; it publishes every pending commit its sync
+  covered, so concurrent commits share one fdatasync and become visible in commit order.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import logging
+import os
+import threading
+import time
+import uuid
+from collections import Counter, deque
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import (ChannelClosedError, ChannelFailedError, ChannelFullError,
+                      ChannelIdentityError, DiskSpaceError, TransactionError)
+from . import format as fmt
+from .codec import TXN_PUT, TXN_TAKE, Event, encode_commit, encode_rollback, encode_take
+from .config import ChannelConfig
+from .format import FrameType
+from .fs import FileSystem, OsFileSystem, write_atomic
+from .lock import DirectoryLock
+from .reader import EventReader
+from .replay import ReplayResult, SegmentInfo, replay
+from .segment import SegmentWriter, meta_path, read_meta
+from .proto import channel_pb2 as pb
+from .transaction import Transaction, TxnKind, TxnState
+
+__all__ = ["FileChannel"]
+
+log = logging.getLogger(__name__)
+
+CHANNEL_ID_FILE = "channel.id"
+_TAKE_FRAME_POINTERS = 1 << 16
+
+
+class FileChannel:
+    """A durable FIFO of events with put and take transactions.
+
+    Opening locks the directories and recovers by replaying the logs; ``close`` seals the
+    current segment. Thread-safe; each thread holds at most one open transaction.
+    """
+
+    def __init__(self, *, fs: FileSystem | None = None,
+                 progress: Callable[[int, int], None] | None = None, **settings: Any) -> None:
+        self.config = ChannelConfig.build(**settings)
+        self._fs: FileSystem = fs or OsFileSystem()
+        self._cond = threading.Condition(threading.Lock())
+        self._local = threading.local()
+        self._locks: list[DirectoryLock] = []
+        self._closed = True
+        self._lock_directories()
+        try:
+            self._recover(progress)
+        except BaseException:
+            self._release_locks()
+            raise
+        self._closed = False
+
+    # -- opening --------------------------------------------------------------------------
+    def _lock_directories(self) -> None:
+        for directory in (self.config.checkpoint_dir, *self.config.data_dirs):
+            self._fs.makedirs(directory)
+            lock = DirectoryLock(directory)
+            try:
+                lock.acquire()
+            except BaseException:
+                self._release_locks()
+                raise
+            self._locks.append(lock)
+
+    def _recover(self, progress: Callable[[int, int], None] | None) -> None:
+        result = replay(self._fs, self.config.data_dirs, progress=progress)
+        self.replay_stats = result.stats
+        self.channel_id = self._identity(result.channel_id)
+        self._paths = {info.log_id: info.path for info in result.segments}
+        self._seal_recovered(result)
+        self._queue = result.queue
+        self._refcounts = Counter(result.refcounts)
+        self._used = len(self._queue)
+        clock = time.time_ns() // 1000  # seeds survive the loss of every log: see docs
+        self._seq = max(result.max_seq + 1, clock)
+        self._txn_ids = itertools.count(max(result.max_txn + 1, clock))
+        self._next_log_id = max([0, *self._paths, *self._stray_log_ids()]) + 1
+        self._write_gen = self._synced_gen = 0
+        self._syncing = False
+        self._pending: deque[tuple[int, Transaction]] = deque()
+        self._open: dict[int, Transaction] = {}
+        self._failed: BaseException | None = None
+        self._fsyncs = self._commits = 0
+        self._reader = EventReader(self._fs, self._paths)
+        self._writer = self._new_writer()
+
+    def _identity(self, found: bytes | None) -> bytes:
+        path = os.path.join(self.config.checkpoint_dir, CHANNEL_ID_FILE)
+        stored = _read_channel_id(path)
+        if stored is not None and found is not None and stored != found:
+            raise ChannelIdentityError(
+                f"{path} names channel {stored.hex()} but the logs in {self.config.data_dirs} "
+                f"belong to channel {found.hex()}: the directories of two channels are mixed")
+        identity = stored or found or uuid.uuid4().bytes
+        if stored is None:
+            write_atomic(self._fs, path, f"{uuid.UUID(bytes=identity)}\n".encode())
+        return identity
+
+    def _seal_recovered(self, result: ReplayResult) -> None:
+        """Cut the newest segment back to its last valid frame and seal it."""
+        for directory in self.config.data_dirs:
+            for name in self._fs.listdir(directory):
+                if name.startswith("log-") and name[4:].isdigit() and int(name[4:]) not in self._paths:
+                    log.warning("removing %s: a segment whose creation did not complete", name)
+                    self._fs.unlink(os.path.join(directory, name))
+        if not result.segments:
+            return
+        newest = result.segments[-1]
+        if read_meta(newest.path) is not None:
+            return
+        _seal_existing(self._fs, newest, self.channel_id)
+
+    def _stray_log_ids(self) -> list[int]:
+        ids = []
+        for directory in self.config.data_dirs:
+            for name in self._fs.listdir(directory):
+                stem = name.removeprefix("log-").removesuffix(".meta")
+                if name.startswith("log-") and stem.isdigit():
+                    ids.append(int(stem))
+        return ids
+
+    def _new_writer(self) -> SegmentWriter:
+        log_id = self._next_log_id
+        directory = self.config.data_dirs[log_id % len(self.config.data_dirs)]
+        self._check_space(directory, self.config.preallocate_bytes + fmt.SEGMENT_HEADER_SIZE)
+        try:
+            writer = SegmentWriter.create(self._fs, directory, log_id, self.channel_id,
+                                          self.config.preallocate_bytes)
+        except OSError as err:
+            if err.errno == errno.ENOSPC:
+                raise self._disk_full(directory, self.config.preallocate_bytes) from err
+            raise
+        self._next_log_id += 1
+        self._paths[log_id] = writer.path
+        return writer
+
+    # -- public API -----------------------------------------------------------------------
+    def transaction(self) -> Transaction:
+        """Begin a transaction for the calling thread."""
+        current: Transaction | None = getattr(self._local, "tx", None)
+        if current is not None and current.state is TxnState.OPEN:
+            raise TransactionError(
+                f"this thread already has open transaction {current.txn_id}; commit or roll it "
+                "back first (one transaction per thread)")
+        with self._cond:
+            self._check_usable()
+            tx = Transaction(self, next(self._txn_ids))
+            self._open[tx.txn_id] = tx
+        self._local.tx = tx
+        return tx
+
+    def __len__(self) -> int:
+        """Committed events not yet taken (events in open take transactions excluded)."""
+        return len(self._queue)
+
+    def stats(self) -> dict[str, Any]:
+        with self._cond:
+            return {
+                "channel_id": str(uuid.UUID(bytes=self.channel_id)),
+                "queue_size": len(self._queue),
+                "used": self._used,
+                "capacity": self.config.capacity,
+                "open_transactions": len(self._open),
+                "commits": self._commits,
+                "fsyncs": self._fsyncs,
+                "log_files": {lid: {"path": p, "refcount": self._refcounts.get(lid, 0)}
+                              for lid, p in sorted(self._paths.items())},
+                "writing": self._writer.log_id,
+                "next_seq": self._seq,
+            }
+
+    def close(self) -> None:
+        """Roll back open transactions, seal the current segment and release the locks."""
+        with self._cond:
+            if self._closed:
+                return
+            while self._syncing:
+                self._cond.wait()
+            for tx in list(self._open.values()):
+                if tx.state is TxnState.OPEN:
+                    self._rollback_locked(tx)
+            if self._failed is None and not self._writer.sealed:
+                try:
+                    self._writer.seal()
+                    self._mark_synced()
+                except OSError as err:
+                    log.error("could not seal %s on close (%s); recovery will cut it back", self._writer.path, err)
+            self._closed = True
+            self._cond.notify_all()
+        self._reader.close()
+        self._release_locks()
+
+    def __enter__(self) -> FileChannel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- used by Transaction --------------------------------------------------------------
+    def _next_seqs(self, n: int) -> int:
+        with self._cond:
+            first = self._seq
+            self._seq += n
+        return first
+
+    def _reserve(self, n: int) -> None:
+        capacity = self.config.capacity
+        with self._cond:
+            self._check_usable()
+            deadline = time.monotonic() + self.config.keep_alive
+            while self._used + n > capacity:
+                remaining = deadline - time.monotonic()
+                if n > capacity or remaining <= 0:
+                    raise ChannelFullError(capacity=capacity, used=self._used, requested=n)
+                self._cond.wait(remaining)
+                self._check_usable()
+            self._used += n
+
+    def _spill(self, tx: Transaction) -> None:
+        with self._cond:
+            self._check_usable()
+            tx.spilled.extend(self._append(tx.frames, tx.first_seq, tx.last_seq))
+            tx.frames.clear()
+            tx.buffered_bytes = 0
+
+    def _take(self, n: int) -> tuple[list[int], list[Event]]:
+        with self._cond:
+            self._check_usable()
+            pointers = self._queue.popleft(n)
+        if not pointers:
+            return pointers, []
+        try:
+            return pointers, self._reader.read(pointers)
+        except BaseException:
+            with self._cond:
+                self._queue.extendleft(pointers)
+            raise
+
+    def _commit(self, tx: Transaction) -> None:
+        with self._cond:
+            self._check_usable()
+            if tx.count == 0:
+                self._finish(tx, TxnState.COMMITTED)
+                return
+            if tx.kind is TxnKind.PUT:
+                frames = tx.frames + [_commit_frame(tx.txn_id, TXN_PUT, tx.count)]
+                pointers = self._append(frames, tx.first_seq, tx.last_seq)
+                tx.spilled.extend(pointers[:-1])
+            else:
+                self._append(_take_frames(tx), 0, 0)
+            tx.appended = True
+            self._write_gen += 1
+            self._pending.append((self._write_gen, tx))
+            if self.config.durability == "page_cache":
+                self._synced_gen = self._write_gen
+                self._publish()
+                return
+            self._wait_durable(self._write_gen)
+
+    def _rollback(self, tx: Transaction) -> None:
+        with self._cond:
+            self._rollback_locked(tx)
+
+    # -- internals (caller holds the lock) ------------------------------------------------
+    def _rollback_locked(self, tx: Transaction) -> None:
+        if tx.state is not TxnState.OPEN:
+            return
+        if tx.kind is TxnKind.TAKE:
+            self._queue.extendleft(tx.taken)  # back at the head, original order
+        else:
+            self._used -= tx.count
+            if tx.spilled and self._failed is None:
+                self._write_rollback_frame(tx)
+        self._finish(tx, TxnState.ROLLED_BACK)
+        self._cond.notify_all()
+
+    def _write_rollback_frame(self, tx: Transaction) -> None:
+        # Only tidiness: replay drops a transaction without COMMIT anyway, so a failure here
+        # loses nothing and is not raised.
+        frame = fmt.encode_frame(FrameType.ROLLBACK, tx.txn_id, 0, encode_rollback(TXN_PUT))
+        try:
+            self._append([frame], 0, 0)
+        except (OSError, DiskSpaceError, ChannelFailedError) as err:
+            log.warning("rollback frame of transaction %d not written (%s); harmless", tx.txn_id, err)
+
+    def _finish(self, tx: Transaction, state: TxnState) -> None:
+        tx.state = state
+        self._open.pop(tx.txn_id, None)
+
+    def _append(self, frames: list[bytes], first_seq: int, last_seq: int) -> list[int]:
+        """Write frames at the log's end, rolling segments as needed; returns their pointers."""
+        pointers: list[int] = []
+        i = 0
+        while i < len(frames):
+            writer = self._writer
+            room = self.config.max_file_size - writer.position
+            j, size = _fit(frames, i, room)
+            if j == i or writer.sealed:
+                self._roll()
+                continue
+            chunk = frames[i:j] if (i, j) != (0, len(frames)) else frames
+            self._check_space(writer.directory, size)
+            try:
+                base = writer.append(b"".join(chunk), len(chunk), first_seq, last_seq)
+            except OSError as err:
+                raise self._write_error(writer.directory, size, err) from err
+            log_base = writer.log_id << 32
+            offsets = itertools.accumulate(map(len, chunk), initial=base)
+            pointers.extend([log_base | o for o in itertools.islice(offsets, len(chunk))])
+            i = j
+        return pointers
+
+    def _roll(self) -> None:
+        while self._syncing:  # the syncing thread uses the current writer's descriptor
+            self._cond.wait()
+        self._check_usable()
+        if not self._writer.sealed:
+            try:
+                self._writer.seal()  # syncs: every append so far is durable
+            except OSError as err:
+                raise self._fail(err) from err
+            self._mark_synced()
+        self._writer = self._new_writer()  # on failure the sealed writer stays; next append retries
+
+    def _wait_durable(self, gen: int) -> None:
+        while self._synced_gen < gen:
+            self._check_usable()
+            if self._syncing:
+                self._cond.wait()
+                continue
+            self._syncing, target, writer = True, self._write_gen, self._writer
+            self._cond.release()
+            try:
+                writer.sync()
+                error: OSError | None = None
+            except OSError as err:
+                error = err
+            finally:
+                self._cond.acquire()
+                self._syncing = False
+                self._fsyncs += 1
+            if error is not None:
+                raise self._fail(error) from error
+            self._synced_gen = max(self._synced_gen, target)
+            self._publish()
+            self._cond.notify_all()
+
+    def _mark_synced(self) -> None:
+        self._synced_gen = self._write_gen
+        self._publish()
+        self._cond.notify_all()
+
+    def _publish(self) -> None:
+        """Apply every commit the last sync covered, in commit order."""
+        pending = self._pending
+        while pending and pending[0][0] <= self._synced_gen:
+            tx = pending.popleft()[1]
+            self._commits += 1
+            if tx.kind is TxnKind.PUT:
+                self._queue.extend(tx.spilled)
+                _count_logs(self._refcounts, tx.spilled, +1)
+            else:
+                _count_logs(self._refcounts, tx.taken, -1)
+                self._used -= tx.count
+            self._finish(tx, TxnState.COMMITTED)
+
+    def _check_space(self, directory: str, needed: int) -> None:
+        minimum = self.config.min_free_bytes
+        if minimum and self._fs.free_bytes(directory) - needed < minimum:
+            raise self._disk_full(directory, needed)
+
+    def _disk_full(self, directory: str, needed: int) -> DiskSpaceError:
+        return DiskSpaceError(path=directory, free_bytes=self._fs.free_bytes(directory),
+                              needed_bytes=needed, min_free_bytes=self.config.min_free_bytes)
+
+    def _write_error(self, directory: str, needed: int, err: OSError) -> Exception:
+        if err.errno == errno.ENOSPC:
+            return self._disk_full(directory, needed)  # position unchanged: retryable
+        return self._fail(err)
+
+    def _fail(self, err: BaseException) -> ChannelFailedError:
+        if self._failed is None:
+            log.error("channel failed: %r; reopen it to recover from the log", err)
+            self._failed = err
+        for _gen, tx in self._pending:
+            tx.state = TxnState.UNKNOWN
+        self._pending.clear()
+        self._cond.notify_all()
+        return ChannelFailedError(self._failed)
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise ChannelClosedError()
+        if self._failed is not None:
+            raise ChannelFailedError(self._failed)
+
+    def _release_locks(self) -> None:
+        for lock in reversed(self._locks):
+            lock.release()
+        self._locks.clear()
+
+
+def _fit(frames: list[bytes], i: int, room: int) -> tuple[int, int]:
+    """How many frames from ``i`` fit in ``room`` bytes: returns (end index, their size)."""
+    total = sum(map(len, frames[i:])) if i else sum(map(len, frames))
+    if total <= room:
+        return len(frames), total
+    j, size = i, 0
+    while j < len(frames) and size + len(frames[j]) <= room:
+        size += len(frames[j])
+        j += 1
+    return j, size
+
+
+def _commit_frame(txn_id: int, kind: int, count: int) -> bytes:
+    return fmt.encode_frame(FrameType.COMMIT, txn_id, 0, encode_commit(kind, count))
+
+
+def _take_frames(tx: Transaction) -> list[bytes]:
+    frames = [fmt.encode_frame(FrameType.TAKE, tx.txn_id, 0, encode_take(tx.taken[k:k + _TAKE_FRAME_POINTERS]))
+              for k in range(0, len(tx.taken), _TAKE_FRAME_POINTERS)]
+    frames.append(_commit_frame(tx.txn_id, TXN_TAKE, len(tx.taken)))
+    return frames
+
+
+def _count_logs(refcounts: Counter[int], pointers: list[int], sign: int) -> None:
+    if pointers and pointers[0] >> 32 == pointers[-1] >> 32 and sign > 0:
+        refcounts[pointers[0] >> 32] += len(pointers)  # puts: log ids never decrease in a commit
+        return
+    for log_id, n in Counter(p >> 32 for p in pointers).items():
+        refcounts[log_id] += sign * n
+        if refcounts[log_id] == 0:
+            del refcounts[log_id]
+
+
+def _seal_existing(fs: FileSystem, info: SegmentInfo, channel_id: bytes) -> None:
+    file = fs.open_write(info.path)
+    try:
+        file.truncate(info.data_end)
+        file.sync()
+    finally:
+        file.close()
+    meta = pb.SegmentMeta(format_version=fmt.FORMAT_VERSION, log_id=info.log_id,
+                          channel_id=channel_id, data_end=info.data_end, frames=info.frames,
+                          first_seq=info.first_seq, last_seq=info.last_seq,
+                          sealed_unix_ns=time.time_ns())
+    write_atomic(fs, meta_path(info.path), meta.SerializeToString())
+
+
+def _read_channel_id(path: str) -> bytes | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            return uuid.UUID(f.read().strip()).bytes
+    except FileNotFoundError:
+        return None
+    except ValueError as err:
+        raise ChannelIdentityError(f"{path} does not hold a channel id ({err}); restore it from a "
+                                   "backup or delete it to adopt the id recorded in the logs") from None

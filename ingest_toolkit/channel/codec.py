@@ -1,0 +1,94 @@
+"""Events and the protobuf payloads of PUT, TAKE, COMMIT and ROLLBACK frames.
+
+Header-less events take a fast path that writes and reads the protobuf wire format of ``Put``
+directly (field 1, length-delimited). The bytes are identical to what the generated class
+produces, which ``tests/channel/test_codec.py`` checks; anything else goes through protobuf.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from .proto import channel_pb2 as pb
+
+__all__ = ["Event", "decode_put", "encode_put", "encode_take", "decode_take",
+           "encode_commit", "decode_commit", "encode_rollback", "TXN_PUT", "TXN_TAKE"]
+
+TXN_PUT: Final = pb.TXN_KIND_PUT
+TXN_TAKE: Final = pb.TXN_KIND_TAKE
+
+_EMPTY: Final[Mapping[str, str]] = {}
+
+
+@dataclass(slots=True)
+class Event:
+    """One event: an opaque body plus string headers.
+
+    ``seq`` is assigned by the channel when the event is put (0 before that) and is unique and
+    increasing within a channel; with the channel id it forms the event's stable id.
+    """
+
+    body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+    seq: int = 0
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+_SMALL_VARINTS: Final = tuple(_varint(n) for n in range(1 << 14))
+
+
+def encode_put(body: bytes, headers: Mapping[str, str]) -> bytes:
+    if headers:
+        return pb.Put(body=body, headers=headers).SerializeToString()
+    n = len(body)
+    if n == 0:
+        return b""
+    return b"\x0a" + (_SMALL_VARINTS[n] if n < 16384 else _varint(n)) + body
+
+
+def decode_put(payload: bytes | memoryview, seq: int) -> Event:
+    """Decode a PUT payload; ``payload`` is a slice of the frame."""
+    # Fast path: exactly one field-1 value whose length fills the rest of the payload.
+    size = len(payload)
+    if size >= 2 and payload[0] == 0x0A:
+        n = payload[1]
+        if n < 0x80 and n + 2 == size:
+            return Event(bytes(payload[2:]), {}, seq)
+        if n >= 0x80 and size >= 3 and payload[2] < 0x80:
+            n = (n & 0x7F) | (payload[2] << 7)
+            if n + 3 == size:
+                return Event(bytes(payload[3:]), {}, seq)
+    msg = pb.Put.FromString(bytes(payload))
+    return Event(msg.body, dict(msg.headers), seq)
+
+
+def encode_take(pointers: array[int] | list[int]) -> bytes:
+    return pb.Take(pointers=pointers).SerializeToString()
+
+
+def decode_take(payload: bytes | memoryview) -> list[int]:
+    return list(pb.Take.FromString(bytes(payload)).pointers)
+
+
+def encode_commit(kind: int, count: int) -> bytes:
+    return pb.Commit(kind=kind, count=count).SerializeToString()  # type: ignore[arg-type]
+
+
+def decode_commit(payload: bytes | memoryview) -> tuple[int, int]:
+    msg = pb.Commit.FromString(bytes(payload))
+    return int(msg.kind), int(msg.count)
+
+
+def encode_rollback(kind: int) -> bytes:
+    return pb.Rollback(kind=kind).SerializeToString()  # type: ignore[arg-type]

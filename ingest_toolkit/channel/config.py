@@ -1,0 +1,66 @@
+"""Validated, frozen configuration of one file channel."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..errors import ConfigError
+from . import format as fmt
+
+__all__ = ["ChannelConfig", "Durability"]
+
+Durability = Literal["fsync", "page_cache"]
+
+MiB = 1 << 20
+
+
+class ChannelConfig(BaseModel):
+    """Settings of a :class:`~ingest_toolkit.channel.FileChannel`.
+
+    ``durability`` (see docs/durability.md for the full table):
+
+    * ``"fsync"`` (default): ``commit`` returns after the log is fdatasync'ed (group commit shares
+      one sync between concurrent commits). A returned commit survives a process crash and a
+      machine crash or power loss.
+    * ``"page_cache"``: ``commit`` returns once the kernel holds the bytes. Survives a process
+      crash (kill -9); a machine crash can lose the commits of the last seconds, never older
+      ones, and never corrupts the channel (a torn tail is cut on recovery).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    checkpoint_dir: str
+    data_dirs: list[str] = Field(min_length=1)
+    capacity: int = Field(1_000_000, ge=1, le=1 << 40)
+    transaction_capacity: int = Field(10_000, ge=1)
+    max_file_size: int = Field(256 * MiB, ge=64 * 1024, le=2 << 30)
+    max_event_size: int = Field(16 * MiB, ge=1024)
+    durability: Durability = "fsync"
+    min_free_bytes: int = Field(500 * MiB, ge=0)
+    preallocate_bytes: int = Field(4 * MiB, ge=0)
+    spill_bytes: int = Field(4 * MiB, ge=4096)
+    keep_alive: float = Field(3.0, ge=0.0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ChannelConfig:
+        if self.transaction_capacity > self.capacity:
+            raise ValueError("transaction_capacity must not exceed capacity")
+        if self.max_event_size > (self.max_file_size - fmt.SEGMENT_HEADER_SIZE) // 4:
+            raise ValueError("max_event_size must be at most a quarter of max_file_size")
+        if len(set(self.data_dirs)) != len(self.data_dirs) or self.checkpoint_dir in self.data_dirs:
+            raise ValueError("data_dirs and checkpoint_dir must be distinct directories")
+        return self
+
+    @classmethod
+    def build(cls, **values: Any) -> ChannelConfig:
+        """Validate ``values``; a problem raises ConfigError naming the key."""
+        try:
+            return cls(**values)
+        except ValidationError as err:
+            first = err.errors()[0]
+            key = ".".join(str(part) for part in first["loc"]) or "channel"
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'channel'}: {e['msg']}" for e in err.errors())
+            raise ConfigError(f"invalid channel configuration: {problems}", key=key) from None

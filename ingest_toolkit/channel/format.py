@@ -1,0 +1,130 @@
+"""Byte layout of log segments, as specified in ``docs/log-format.md``.
+
+Only constants, fixed-width layouts and the functions that frame and validate bytes live here;
+reading and writing files is ``segment.py``'s job.
+"""
+
+from __future__ import annotations
+
+import struct
+from enum import IntEnum
+from typing import Final
+
+from crc32c import crc32c
+
+__all__ = [
+    "FORMAT_VERSION",
+    "FRAME_HEADER",
+    "FRAME_MAGIC",
+    "FRAME_OVERHEAD",
+    "FrameType",
+    "SEGMENT_HEADER",
+    "SEGMENT_HEADER_SIZE",
+    "SEGMENT_MAGIC",
+    "MAX_FRAME_SIZE",
+    "FrameError",
+    "check_frame",
+    "encode_frame",
+    "encode_segment_header",
+    "decode_segment_header",
+    "make_pointer",
+    "pointer_log_id",
+    "pointer_offset",
+]
+
+FORMAT_VERSION: Final = 1
+
+# Segment header: magic, version, header size, flags, log id, channel id, created (unix ns),
+# reserved, CRC32C of the preceding 60 bytes.
+SEGMENT_MAGIC: Final = b"ITKLOG\r\n"
+SEGMENT_HEADER: Final = struct.Struct("<8sHHIQ16sQ12sI")
+SEGMENT_HEADER_SIZE: Final = SEGMENT_HEADER.size  # 64
+assert SEGMENT_HEADER_SIZE == 64
+
+# Frame: magic, type, flags, total length, txn id, sequence | payload | CRC32C(all before it).
+FRAME_MAGIC: Final = b"\xc7\x1f"
+FRAME_HEADER: Final = struct.Struct("<2sBBIQQ")
+FRAME_TRAILER: Final = struct.Struct("<I")
+FRAME_OVERHEAD: Final = FRAME_HEADER.size + FRAME_TRAILER.size  # 28
+MAX_FRAME_SIZE: Final = 1 << 30  # a frame's length field never exceeds 1 GiB
+MAX_SEGMENT_SIZE: Final = 1 << 32  # pointer offsets are 32-bit
+
+_pack_header = FRAME_HEADER.pack
+_pack_trailer = FRAME_TRAILER.pack
+_unpack_header = FRAME_HEADER.unpack_from
+_unpack_trailer = FRAME_TRAILER.unpack_from
+
+
+class FrameType(IntEnum):
+    PUT = 1
+    TAKE = 2
+    COMMIT = 3
+    ROLLBACK = 4
+
+
+class FrameError(ValueError):
+    """A frame failed validation; ``reason`` says how. Turned into CorruptLogError by callers."""
+
+
+def encode_frame(ftype: int, txn_id: int, seq: int, payload: bytes) -> bytes:
+    head = _pack_header(FRAME_MAGIC, ftype, 0, len(payload) + FRAME_OVERHEAD, txn_id, seq)
+    return head + payload + _pack_trailer(crc32c(payload, crc32c(head)))
+
+
+def check_frame(buf: bytes | memoryview, pos: int, limit: int) -> tuple[int, int, int, int]:
+    """Validate the frame at ``buf[pos:]`` (not reading past ``limit``).
+
+    Returns ``(type, length, txn_id, seq)``; raises FrameError naming the first problem.
+    """
+    if limit - pos < FRAME_OVERHEAD:
+        raise FrameError("truncated frame header")
+    magic, ftype, flags, length, txn_id, seq = _unpack_header(buf, pos)
+    if magic != FRAME_MAGIC:
+        raise FrameError(f"bad frame magic {bytes(magic).hex()}")
+    if not FRAME_OVERHEAD <= length <= MAX_FRAME_SIZE:
+        raise FrameError(f"impossible frame length {length}")
+    if pos + length > limit:
+        raise FrameError(f"frame of {length} bytes runs past the end of the data")
+    end = pos + length - 4
+    if crc32c(buf[pos:end]) != _unpack_trailer(buf, end)[0]:
+        raise FrameError("checksum mismatch")
+    if ftype not in _FRAME_TYPES or flags != 0:
+        raise FrameError(f"unknown frame type {ftype} / flags {flags}")
+    return ftype, length, txn_id, seq
+
+
+_FRAME_TYPES: Final = frozenset(int(t) for t in FrameType)
+
+
+def encode_segment_header(log_id: int, channel_id: bytes, created_ns: int) -> bytes:
+    head = SEGMENT_HEADER.pack(
+        SEGMENT_MAGIC, FORMAT_VERSION, SEGMENT_HEADER_SIZE, 0, log_id, channel_id, created_ns,
+        bytes(12), 0,
+    )[:-4]
+    return head + _pack_trailer(crc32c(head))
+
+
+def decode_segment_header(buf: bytes) -> tuple[int, bytes, int]:
+    """Return ``(log_id, channel_id, created_ns)``; raises FrameError when invalid."""
+    if len(buf) < SEGMENT_HEADER_SIZE:
+        raise FrameError("segment shorter than its header")
+    magic, version, hsize, _flags, log_id, channel_id, created_ns, _r, crc = SEGMENT_HEADER.unpack_from(buf)
+    if magic != SEGMENT_MAGIC:
+        raise FrameError(f"not a log segment (magic {magic!r})")
+    if crc32c(buf[: SEGMENT_HEADER_SIZE - 4]) != crc:
+        raise FrameError("segment header checksum mismatch")
+    if version != FORMAT_VERSION or hsize != SEGMENT_HEADER_SIZE:
+        raise FrameError(f"segment format version {version} is not supported (expected {FORMAT_VERSION})")
+    return log_id, channel_id, created_ns
+
+
+def make_pointer(log_id: int, offset: int) -> int:
+    return (log_id << 32) | offset
+
+
+def pointer_log_id(pointer: int) -> int:
+    return pointer >> 32
+
+
+def pointer_offset(pointer: int) -> int:
+    return pointer & 0xFFFFFFFF

@@ -1,0 +1,211 @@
+"""Log segments: appending frames, sealing, and scanning them back.
+
+A segment is written by one :class:`SegmentWriter` at a time, at positions it tracks itself
+(``pwrite``), so a failed write leaves the position unchanged and the next write overwrites the
+partial bytes. Sealing syncs, cuts the file to its data end and writes ``log-<id>.meta``; every
+segment but the newest one is sealed, which is what lets recovery tell a torn tail (allowed
+only in the newest segment) from damage (reported everywhere else).
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ..errors import CorruptLogError
+from . import format as fmt
+from .format import FrameError, FrameType
+from .fs import File, FileSystem, write_atomic
+from .proto import channel_pb2 as pb
+
+__all__ = ["ScanResult", "SegmentWriter", "iter_frames", "meta_path", "read_meta",
+           "scan_segment", "segment_path", "list_segments"]
+
+log = logging.getLogger(__name__)
+
+_SEGMENT_PREFIX = "log-"
+
+
+def segment_path(directory: str, log_id: int) -> str:
+    return os.path.join(directory, f"{_SEGMENT_PREFIX}{log_id}")
+
+
+def meta_path(path: str) -> str:
+    return f"{path}.meta"
+
+
+def list_segments(fs: FileSystem, directory: str) -> list[tuple[int, str]]:
+    """``(log_id, path)`` of every ``log-<id>`` file in ``directory``."""
+    found = []
+    for name in fs.listdir(directory):
+        suffix = name[len(_SEGMENT_PREFIX):]
+        if name.startswith(_SEGMENT_PREFIX) and suffix.isdigit():
+            found.append((int(suffix), os.path.join(directory, name)))
+    return found
+
+
+def read_meta(path: str) -> pb.SegmentMeta | None:
+    try:
+        with open(meta_path(path), "rb") as f:
+            return pb.SegmentMeta.FromString(f.read())
+    except FileNotFoundError:
+        return None
+
+
+class SegmentWriter:
+    """Appends frames to one segment; the channel's lock serialises every call."""
+
+    def __init__(self, fs: FileSystem, path: str, file: File, log_id: int,
+                 channel_id: bytes, preallocate: int) -> None:
+        self.fs, self.path, self.file, self.log_id = fs, path, file, log_id
+        self.directory = os.path.dirname(path)
+        self.channel_id = channel_id
+        self.position = fmt.SEGMENT_HEADER_SIZE
+        self.frames = 0
+        self.first_seq = 0
+        self.last_seq = 0
+        self._allocated = 0
+        self._preallocate = preallocate
+        self.sealed = False
+
+    @classmethod
+    def create(cls, fs: FileSystem, directory: str, log_id: int, channel_id: bytes,
+               preallocate: int) -> SegmentWriter:
+        """Create ``log-<id>`` with its header durable (file, contents and directory entry)."""
+        path = segment_path(directory, log_id)
+        file = fs.create(path)
+        writer = cls(fs, path, file, log_id, channel_id, preallocate)
+        try:
+            file.pwrite(fmt.encode_segment_header(log_id, channel_id, time.time_ns()), 0)
+            writer._allocated = fmt.SEGMENT_HEADER_SIZE
+            writer._reserve(preallocate)
+            file.sync()
+            fs.sync_dir(directory)
+        except BaseException:
+            file.close()
+            raise
+        return writer
+
+    def append(self, data: bytes, frames: int, first_seq: int = 0, last_seq: int = 0) -> int:
+        """Write ``data`` at the end of the segment; returns the offset it starts at."""
+        offset = self.position
+        self._reserve(len(data))
+        self.file.pwrite(data, offset)
+        self.position = offset + len(data)  # only after the write succeeded
+        self.frames += frames
+        if last_seq:  # PUT frames: keep the range of sequences this segment holds
+            self.first_seq = min(self.first_seq or first_seq, first_seq)
+            self.last_seq = max(self.last_seq, last_seq)
+        return offset
+
+    def _reserve(self, length: int) -> None:
+        end = self.position + length
+        if self._preallocate and end > self._allocated:
+            chunk = max(self._preallocate, end - self._allocated)
+            self.file.allocate(self._allocated, chunk)
+            self._allocated += chunk
+
+    def sync(self) -> None:
+        self.file.sync()
+
+    def seal(self) -> None:
+        """Make the segment final: sync, cut the preallocated tail, record ``.meta``."""
+        self.file.sync()
+        self.file.truncate(self.position)
+        self.file.sync()
+        self.file.close()
+        self.sealed = True
+        write_atomic(self.fs, meta_path(self.path), self.meta().SerializeToString())
+
+    def meta(self) -> pb.SegmentMeta:
+        return pb.SegmentMeta(
+            format_version=fmt.FORMAT_VERSION, log_id=self.log_id, channel_id=self.channel_id,
+            data_end=self.position, frames=self.frames, first_seq=self.first_seq,
+            last_seq=self.last_seq, sealed_unix_ns=time.time_ns())
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    log_id: int
+    channel_id: bytes
+    data_end: int  # where valid frames end
+    file_size: int
+    torn_bytes: int  # bytes after data_end that were not zero (a torn tail)
+
+
+def iter_frames(data: bytes | mmap.mmap, path: str, *, newest: bool,
+                result: list[ScanResult]) -> Iterator[tuple[int, int, int, int, int]]:
+    """Yield ``(offset, type, length, txn_id, seq)`` for every valid frame of a segment image.
+
+    On reaching the end, appends a :class:`ScanResult` to ``result``. Damage raises
+    :class:`CorruptLogError`, except a torn tail of the newest segment: bytes after the last
+    valid frame that hold no complete COMMIT frame cannot belong to a commit that returned, so
+    they are dropped (and counted in ``torn_bytes``).
+    """
+    size = len(data)
+    try:
+        log_id, channel_id, _created = fmt.decode_segment_header(data[: fmt.SEGMENT_HEADER_SIZE])
+    except FrameError as err:
+        raise CorruptLogError(path=path, offset=0, reason=str(err)) from None
+    pos = fmt.SEGMENT_HEADER_SIZE
+    check = fmt.check_frame
+    while pos < size:
+        try:
+            ftype, length, txn_id, seq = check(data, pos, size)
+        except FrameError as err:
+            torn = _classify_tail(data, pos, path, newest=newest, reason=str(err))
+            result.append(ScanResult(log_id, channel_id, pos, size, torn))
+            return
+        yield pos, ftype, length, txn_id, seq
+        pos += length
+    result.append(ScanResult(log_id, channel_id, pos, size, 0))
+
+
+def _classify_tail(data: bytes | mmap.mmap, pos: int, path: str, *, newest: bool, reason: str) -> int:
+    """Return the count of non-zero bytes after ``pos``, or raise if they are damage."""
+    if _all_zero(data, pos):
+        return 0  # preallocated space never written: a clean end
+    if not newest:
+        raise CorruptLogError(path=path, offset=pos, reason=reason)
+    commit_at = _find_commit_frame(data, pos + 1)
+    if commit_at is not None:
+        raise CorruptLogError(
+            path=path, offset=pos,
+            reason=f"{reason}; a complete COMMIT frame follows at offset {commit_at}, so this "
+                   "is damage to written data, not a torn write")
+    return len(data) - pos
+
+
+def _all_zero(data: bytes | mmap.mmap, pos: int, chunk: int = 1 << 20) -> bool:
+    zeros = bytes(chunk)
+    for start in range(pos, len(data), chunk):
+        piece = data[start:start + chunk]
+        if piece != zeros[: len(piece)]:
+            return False
+    return True
+
+
+def _find_commit_frame(data: bytes | mmap.mmap, start: int) -> int | None:
+    size = len(data)
+    at = data.find(fmt.FRAME_MAGIC, start)
+    while at != -1:
+        try:
+            if fmt.check_frame(data, at, size)[0] == FrameType.COMMIT:
+                return at
+        except FrameError:
+            pass
+        at = data.find(fmt.FRAME_MAGIC, at + 1)
+    return None
+
+
+def scan_segment(path: str) -> tuple[mmap.mmap | bytes, int]:
+    """Map a segment read-only for scanning; returns the image and the file size."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return b"", 0
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), size

@@ -1,0 +1,167 @@
+"""Put and take transactions of a :class:`~ingest_toolkit.channel.FileChannel`.
+
+A transaction holds puts only or takes only and ends in exactly one commit or rollback. Puts
+are framed (sequence number, checksum) as they arrive and buffered; past ``spill_bytes`` they are
+written to the log ahead of the commit (without a sync), which bounds memory for large
+transactions. Takes pop pointers from the queue head, which hides them from other takers until
+the transaction ends.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from crc32c import crc32c
+
+from ..errors import EventTooLargeError, TransactionCapacityError, TransactionError
+from . import format as fmt
+from .codec import Event, encode_put
+
+if TYPE_CHECKING:
+    from .channel import FileChannel
+
+__all__ = ["Transaction", "TxnKind", "TxnState"]
+
+_pack_header = fmt.FRAME_HEADER.pack
+_pack_crc = fmt.FRAME_TRAILER.pack
+_MAGIC = fmt.FRAME_MAGIC
+_PUT = int(fmt.FrameType.PUT)
+_OVERHEAD = fmt.FRAME_OVERHEAD
+
+
+class TxnKind(enum.Enum):
+    PUT = "put"
+    TAKE = "take"
+
+
+class TxnState(enum.Enum):
+    OPEN = "open"
+    COMMITTED = "committed"
+    ROLLED_BACK = "rolled back"
+    UNKNOWN = "unknown"  # the commit was written but its sync failed
+
+
+class Transaction:
+    """Use as a context manager: commit on normal exit, roll back on an exception."""
+
+    def __init__(self, channel: FileChannel, txn_id: int) -> None:
+        self._channel = channel
+        self.txn_id = txn_id
+        self.kind: TxnKind | None = None
+        self.state = TxnState.OPEN
+        self.count = 0  # events put or taken so far
+        self.frames: list[bytes] = []  # PUT frames not yet written
+        self.buffered_bytes = 0
+        self.first_seq = 0
+        self.last_seq = 0
+        self.spilled: list[int] = []  # pointers of PUT frames already written
+        self.taken: list[int] = []  # pointers this transaction took
+        self.appended = False  # the COMMIT frame reached the log
+
+    # -- puts -----------------------------------------------------------------------------
+    def put(self, event: Event) -> int:
+        """Add one event; returns its sequence number."""
+        return self.put_many((event,))[0]
+
+    def put_many(self, events: Iterable[Event]) -> list[int]:
+        """Add events in order; returns their sequence numbers."""
+        batch = events if isinstance(events, Sequence) else list(events)
+        self._begin(TxnKind.PUT, len(batch))
+        payloads = [_payload(e) for e in batch]
+        limit = self._channel.config.max_event_size
+        largest = max(map(len, payloads), default=0)
+        if largest > limit:
+            raise EventTooLargeError(size=largest, limit=limit)
+        channel = self._channel
+        channel._reserve(len(payloads))
+        first = channel._next_seqs(len(payloads))
+        txn, frames, nbytes = self.txn_id, self.frames, 0
+        for seq, payload in enumerate(payloads, first):
+            head = _pack_header(_MAGIC, _PUT, 0, len(payload) + _OVERHEAD, txn, seq)
+            frame = head + payload
+            frame += _pack_crc(crc32c(frame))
+            frames.append(frame)
+            nbytes += len(frame)
+        self.first_seq = self.first_seq or first
+        self.last_seq = first + len(payloads) - 1
+        self.count += len(payloads)
+        self.buffered_bytes += nbytes
+        if self.buffered_bytes >= channel.config.spill_bytes:
+            channel._spill(self)
+        return list(range(first, first + len(payloads)))
+
+    # -- takes ----------------------------------------------------------------------------
+    def take(self, max_events: int = 1) -> list[Event]:
+        """Take up to ``max_events`` committed events from the head, oldest first.
+
+        Returns fewer (possibly none) when the queue holds fewer. Taken events are invisible to
+        other takers until this transaction commits (they are gone) or rolls back (they return
+        to the head in their original order).
+        """
+        if max_events < 0:
+            raise ValueError("max_events must be >= 0")
+        self._begin(TxnKind.TAKE, max_events)
+        pointers, events = self._channel._take(max_events)
+        self.taken.extend(pointers)
+        self.count += len(pointers)
+        return events
+
+    # -- ending ---------------------------------------------------------------------------
+    def commit(self) -> None:
+        """Make the transaction durable (per the channel's durability) and visible."""
+        self._check_open()
+        try:
+            self._channel._commit(self)
+        except BaseException:
+            if self.state is TxnState.OPEN:
+                self._channel._rollback(self)
+            raise
+
+    def rollback(self) -> None:
+        """Undo the transaction: puts are discarded, taken events go back to the head."""
+        self._check_open()
+        self._channel._rollback(self)
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.state is not TxnState.OPEN:
+            return
+        if exc_type is None:
+            self.commit()
+        else:
+            self._channel._rollback(self)
+
+    def _begin(self, kind: TxnKind, more: int) -> None:
+        self._check_open()
+        if self.kind is None:
+            self.kind = kind
+        elif self.kind is not kind:
+            raise TransactionError(
+                f"transaction {self.txn_id} already holds {self.kind.value}s; a transaction holds "
+                "puts only or takes only: commit it and start another")
+        capacity = self._channel.config.transaction_capacity
+        if self.count + more > capacity:
+            raise TransactionCapacityError(capacity=capacity, requested=self.count + more)
+
+    def _check_open(self) -> None:
+        if self.state is not TxnState.OPEN:
+            raise TransactionError(f"transaction {self.txn_id} is already {self.state.value}")
+
+    def __repr__(self) -> str:
+        kind = self.kind.value if self.kind else "empty"
+        return f"<Transaction {self.txn_id} {kind} {self.state.value} events={self.count}>"
+
+
+def _payload(event: Event) -> bytes:
+    body = event.body
+    if type(body) is not bytes:
+        if not isinstance(body, (bytes, bytearray, memoryview)):
+            raise TypeError(f"event body must be bytes, not {type(body).__name__}")
+        body = bytes(body)
+    return encode_put(body, event.headers)

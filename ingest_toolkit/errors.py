@@ -1,0 +1,142 @@
+"""Every error the toolkit raises derives from :class:`IngestError`.
+
+Hierarchy::
+
+    IngestError
+    ├── ConfigError                    bad configuration (terminal: fix the config)
+    ├── TransientError                 retrying later can succeed
+    │   ├── ChannelFullError           capacity reached
+    │   └── DiskSpaceError             free space below the configured minimum, or ENOSPC
+    └── ChannelError                   terminal for the call that raised it
+        ├── ChannelLockedError         another process owns the channel directories
+        ├── ChannelClosedError         the channel was closed
+        ├── ChannelFailedError         an I/O error left the on-disk state unknown: reopen
+        ├── TransactionError           misuse of a transaction (wrong kind, closed, nested)
+        │   └── TransactionCapacityError
+        ├── EventTooLargeError         one event exceeds ``max_event_size``
+        ├── CorruptLogError            a log record failed validation (carries path + offset)
+        └── ChannelIdentityError       data and checkpoint dirs belong to different channels
+
+Callers decide what to retry with ``isinstance(err, TransientError)``. Every message says
+what happened *and* what to do about it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ChannelClosedError",
+    "ChannelError",
+    "ChannelFailedError",
+    "ChannelFullError",
+    "ChannelIdentityError",
+    "ChannelLockedError",
+    "ConfigError",
+    "CorruptLogError",
+    "DiskSpaceError",
+    "EventTooLargeError",
+    "IngestError",
+    "TransactionCapacityError",
+    "TransactionError",
+    "TransientError",
+]
+
+
+class IngestError(Exception):
+    """Root of every error raised by ingest-toolkit."""
+
+
+class ConfigError(IngestError):
+    """A configuration value is missing or invalid; ``key`` names it."""
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class TransientError(IngestError):
+    """The operation may succeed if retried later; nothing committed was affected."""
+
+
+class ChannelFullError(TransientError):
+    def __init__(self, *, capacity: int, used: int, requested: int) -> None:
+        super().__init__(
+            f"channel full: {used} of {capacity} slots in use, {requested} more requested; "
+            "retry after the channel has been drained, or raise 'capacity'"
+        )
+        self.capacity, self.used, self.requested = capacity, used, requested
+
+
+class DiskSpaceError(TransientError):
+    def __init__(self, *, path: str, free_bytes: int, needed_bytes: int, min_free_bytes: int) -> None:
+        super().__init__(
+            f"not enough disk space in {path}: {free_bytes} bytes free, {needed_bytes} needed "
+            f"and {min_free_bytes} must stay free (min_free_bytes); nothing was written. "
+            "Free space on that volume or drain the channel, then retry"
+        )
+        self.path, self.free_bytes = path, free_bytes
+        self.needed_bytes, self.min_free_bytes = needed_bytes, min_free_bytes
+
+
+class ChannelError(IngestError):
+    """A channel operation failed in a way retrying the same call will not fix."""
+
+
+class ChannelLockedError(ChannelError):
+    def __init__(self, *, path: str, holder: str) -> None:
+        super().__init__(
+            f"channel directory {path} is locked by another process ({holder}); "
+            "stop that process, or reach the channel through its agent"
+        )
+        self.path, self.holder = path, holder
+
+
+class ChannelClosedError(ChannelError):
+    def __init__(self) -> None:
+        super().__init__("channel is closed; open a new FileChannel on the same directories")
+
+
+class ChannelFailedError(ChannelError):
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(
+            f"channel stopped after an I/O error it cannot recover from in place ({cause!r}); "
+            "the outcome of commits in progress is unknown. Close it and open it again: "
+            "recovery rebuilds the state from what is on disk"
+        )
+        self.cause = cause
+
+
+class TransactionError(ChannelError):
+    """A transaction was used against its contract."""
+
+
+class TransactionCapacityError(TransactionError):
+    def __init__(self, *, capacity: int, requested: int) -> None:
+        super().__init__(
+            f"transaction would hold {requested} events, transaction_capacity is {capacity}; "
+            "use smaller batches or raise 'transaction_capacity'"
+        )
+        self.capacity, self.requested = capacity, requested
+
+
+class EventTooLargeError(ChannelError):
+    def __init__(self, *, size: int, limit: int) -> None:
+        super().__init__(
+            f"event of {size} encoded bytes exceeds max_event_size={limit}; "
+            "split the event or raise 'max_event_size' (at most a quarter of max_file_size)"
+        )
+        self.size, self.limit = size, limit
+
+
+class CorruptLogError(ChannelError):
+    def __init__(self, *, path: str, offset: int, reason: str) -> None:
+        super().__init__(
+            f"corrupt log record in {path} at byte offset {offset}: {reason}. Nothing was "
+            "skipped. Inspect it with 'ingest-toolkit channel inspect' and, once the cause is "
+            "understood, quarantine it with 'ingest-toolkit channel repair' (keeps a backup)"
+        )
+        self.path, self.offset, self.reason = path, offset, reason
+
+
+class ChannelIdentityError(ChannelError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
