@@ -1,0 +1,45 @@
+"""Loading settings from ``conf/*.toml`` with environment overrides.
+
+A table's keys map to config fields. Any field can be overridden by an environment variable
+``INGEST_<TABLE>__<KEY>`` (e.g. ``INGEST_CHANNEL__CAPACITY=500000``); list values are given as
+comma-separated strings. Relative paths in the file are resolved against the current directory.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = ["load_channel_settings", "load_table"]
+
+
+def load_table(path: Path, table: str) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            document = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file {path} does not exist", key=table) from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path} is not valid TOML: {err}", key=table) from None
+    values = document.get(table)
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path} has no [{table}] table", key=table)
+    return {**values, **_env_overrides(table)}
+
+
+def load_channel_settings(path: Path) -> dict[str, Any]:
+    return load_table(path, "channel")
+
+
+def _env_overrides(table: str) -> dict[str, Any]:
+    prefix = f"INGEST_{table.upper()}__"
+    found: dict[str, Any] = {}
+    for name, raw in os.environ.items():
+        if name.startswith(prefix):
+            key = name[len(prefix):].lower()
+            found[key] = raw.split(",") if key.endswith("dirs") else raw
+    return found

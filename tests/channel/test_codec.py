@@ -1,0 +1,84 @@
+"""Byte-level checks of the frame format, the fast Put codec and the generated protobuf code."""
+
+from __future__ import annotations
+
+import filecmp
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ingest_toolkit.channel import format as fmt
+from ingest_toolkit.channel.codec import decode_put, decode_take, encode_put, encode_take
+from ingest_toolkit.channel.proto import channel_pb2 as pb
+from ingest_toolkit.channel.proto.generate import HERE, generate
+
+bodies = st.binary(max_size=40_000)
+headers = st.dictionaries(st.text(max_size=20), st.text(max_size=40), max_size=4)
+
+
+@given(bodies, headers)
+def test_put_payload_matches_protobuf_and_round_trips(body: bytes, hdrs: dict[str, str]) -> None:
+    payload = encode_put(body, hdrs)
+    assert pb.Put.FromString(payload) == pb.Put(body=body, headers=hdrs)
+    if not hdrs:
+        assert payload == pb.Put(body=body).SerializeToString()
+    event = decode_put(memoryview(payload), 42)
+    assert (event.body, dict(event.headers), event.seq) == (body, hdrs, 42)
+
+
+def test_decode_put_falls_back_for_foreign_encodings() -> None:
+    # Unknown fields and field order other than ours must still decode through protobuf.
+    payload = pb.Put(headers={"a": "b"}).SerializeToString() + pb.Put(body=b"x").SerializeToString()
+    event = decode_put(payload, 1)
+    assert event.body == b"x" and event.headers == {"a": "b"}
+
+
+@given(st.lists(st.integers(min_value=0, max_value=2**64 - 1), max_size=300))
+def test_take_pointers_round_trip(pointers: list[int]) -> None:
+    assert decode_take(encode_take(pointers)) == pointers
+
+
+@given(st.sampled_from(list(fmt.FrameType)), st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1),
+       st.binary(max_size=500))
+def test_frame_round_trip_and_every_byte_flip_is_detected(
+        ftype: fmt.FrameType, txn: int, seq: int, payload: bytes) -> None:
+    frame = fmt.encode_frame(ftype, txn, seq, payload)
+    assert fmt.check_frame(frame, 0, len(frame)) == (ftype, len(frame), txn, seq)
+    for i in range(0, len(frame), 7):
+        damaged = bytearray(frame)
+        damaged[i] ^= 0x40
+        with pytest.raises(fmt.FrameError):
+            fmt.check_frame(bytes(damaged), 0, len(damaged))
+
+
+def test_truncated_frame_is_rejected_at_every_length() -> None:
+    frame = fmt.encode_frame(fmt.FrameType.PUT, 1, 2, encode_put(b"x" * 100, {}))
+    for cut in range(len(frame)):
+        with pytest.raises(fmt.FrameError):
+            fmt.check_frame(frame[:cut], 0, cut)
+
+
+def test_segment_header_round_trip_and_validation() -> None:
+    header = fmt.encode_segment_header(9, bytes(range(16)), 123)
+    assert len(header) == fmt.SEGMENT_HEADER_SIZE
+    assert fmt.decode_segment_header(header) == (9, bytes(range(16)), 123)
+    with pytest.raises(fmt.FrameError, match="checksum"):
+        fmt.decode_segment_header(header[:20] + b"\xff" + header[21:])
+    with pytest.raises(fmt.FrameError, match="not a log segment"):
+        fmt.decode_segment_header(b"X" + header[1:])
+
+
+def test_worked_example_in_the_spec_matches_the_code() -> None:
+    spec = (Path(__file__).parents[2] / "docs" / "log-format.md").read_text()
+    put = fmt.encode_frame(fmt.FrameType.PUT, 7, 1000, encode_put(b"hi", {}))
+    assert put.hex(" ")[-11:] == "38 5d 01 33" and "38 5d 01 33 (crc32c)" in spec
+    assert put[24:28].hex(" ") in spec
+
+
+def test_checked_in_protobuf_code_is_current(tmp_path: Path) -> None:
+    pytest.importorskip("grpc_tools")
+    generated = generate(tmp_path)
+    assert filecmp.cmp(generated, HERE / "channel_pb2.py", shallow=False), (
+        "channel_pb2.py is stale: run `python -m ingest_toolkit.channel.proto.generate`")

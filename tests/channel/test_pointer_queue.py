@@ -1,0 +1,42 @@
+"""PointerQueue against collections.deque: same contents, order and sizes for any op sequence."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ingest_toolkit.channel.pointer_queue import PointerQueue
+
+pointers = st.lists(st.integers(0, 2**64 - 1), max_size=3000)
+ops = st.lists(st.one_of(
+    st.tuples(st.just("extend"), pointers),
+    st.tuples(st.just("extendleft"), pointers),
+    st.tuples(st.just("popleft"), st.integers(0, 3500)),
+), max_size=40)
+
+
+@given(ops)
+def test_matches_deque(sequence: list[tuple[str, object]]) -> None:
+    queue, model = PointerQueue(), deque[int]()
+    for op, arg in sequence:
+        if op == "extend":
+            queue.extend(arg)  # type: ignore[arg-type]
+            model.extend(arg)  # type: ignore[arg-type]
+        elif op == "extendleft":
+            queue.extendleft(arg)  # type: ignore[arg-type]
+            model.extendleft(reversed(arg))  # type: ignore[call-overload]
+        else:
+            n = min(arg, len(model))  # type: ignore[call-overload]
+            assert queue.popleft(arg) == [model.popleft() for _ in range(n)]  # type: ignore[arg-type]
+        assert len(queue) == len(model)
+    assert list(queue) == list(model)
+
+
+def test_memory_stays_within_16_bytes_per_pointer() -> None:
+    queue = PointerQueue()
+    for _ in range(100):
+        queue.extend(list(range(10_000)))
+    assert len(queue) == 1_000_000
+    assert queue.nbytes / len(queue) <= 16

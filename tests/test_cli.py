@@ -1,0 +1,57 @@
+"""The CLI demo and settings loading, run for real on temporary directories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ingest_toolkit.cli import main
+from ingest_toolkit.errors import ConfigError
+from ingest_toolkit.settings import load_channel_settings
+
+
+def _conf(tmp_path: Path) -> Path:
+    conf = tmp_path / "channel.toml"
+    conf.write_text(
+        "[channel]\n"
+        f'checkpoint_dir = "{tmp_path / "cp"}"\n'
+        f'data_dirs = ["{tmp_path / "d1"}", "{tmp_path / "d2"}"]\n'
+        "min_free_bytes = 0\nmax_file_size = 1048576\nmax_event_size = 65536\n")
+    return conf
+
+
+def test_demo_puts_replays_and_takes_everything(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["demo", "--conf", str(_conf(tmp_path)), "--events", "5000",
+                                       "--batch", "250"])
+    assert result.exit_code == 0, result.output
+    assert "5,000" in result.output and "0 left" in result.output
+    assert len(list((tmp_path / "d1").glob("log-*.meta")) + list((tmp_path / "d2").glob("log-*.meta"))) >= 2
+
+
+def test_environment_overrides_file_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INGEST_CHANNEL__CAPACITY", "1234")
+    monkeypatch.setenv("INGEST_CHANNEL__DATA_DIRS", "a,b")
+    settings = load_channel_settings(_conf(tmp_path))
+    assert settings["capacity"] == "1234" and settings["data_dirs"] == ["a", "b"]
+
+
+def test_missing_or_broken_config_names_the_problem(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_channel_settings(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[channel\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_channel_settings(bad)
+    bad.write_text("[other]\nx = 1\n")
+    with pytest.raises(ConfigError, match=r"no \[channel\] table"):
+        load_channel_settings(bad)
+
+
+def test_demo_reports_invalid_settings(tmp_path: Path) -> None:
+    conf = _conf(tmp_path)
+    conf.write_text(conf.read_text() + "capacity = 0\n")
+    result = CliRunner().invoke(main, ["demo", "--conf", str(conf), "--events", "10"])
+    assert result.exit_code == 1
+    assert "ConfigError" in result.output and "capacity" in result.output
