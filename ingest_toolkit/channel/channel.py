@@ -25,18 +25,24 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import (ChannelClosedError, ChannelFailedError, ChannelFullError,
-                      ChannelIdentityError, DiskSpaceError, TransactionError)
+from ..errors import (
+    ChannelClosedError,
+    ChannelFailedError,
+    ChannelFullError,
+    ChannelIdentityError,
+    DiskSpaceError,
+    TransactionError,
+)
 from . import format as fmt
 from .codec import TXN_PUT, TXN_TAKE, Event, encode_commit, encode_rollback, encode_take
 from .config import ChannelConfig
 from .format import FrameType
 from .fs import FileSystem, OsFileSystem, write_atomic
 from .lock import DirectoryLock
+from .proto import channel_pb2 as pb
 from .reader import EventReader
 from .replay import ReplayResult, SegmentInfo, replay
 from .segment import SegmentWriter, meta_path, read_meta
-from .proto import channel_pb2 as pb
 from .transaction import Transaction, TxnKind, TxnState
 
 __all__ = ["FileChannel"]
@@ -217,13 +223,11 @@ class FileChannel:
         self.close()
 
     # -- used by Transaction --------------------------------------------------------------
-    def _next_seqs(self, n: int) -> int:
-        with self._cond:
-            first = self._seq
-            self._seq += n
-        return first
+    def _reserve(self, n: int) -> int:
+        """Take ``n`` capacity slots (waiting up to keep_alive) and ``n`` sequence numbers.
 
-    def _reserve(self, n: int) -> None:
+        Returns the first sequence number.
+        """
         capacity = self.config.capacity
         with self._cond:
             self._check_usable()
@@ -235,6 +239,9 @@ class FileChannel:
                 self._cond.wait(remaining)
                 self._check_usable()
             self._used += n
+            first = self._seq
+            self._seq += n
+            return first
 
     def _spill(self, tx: Transaction) -> None:
         with self._cond:
@@ -373,6 +380,8 @@ class FileChannel:
     def _publish(self) -> None:
         """Apply every commit the last sync covered, in commit order."""
         pending = self._pending
+        if pending and pending[0][0] <= self._synced_gen:
+            self._cond.notify_all()  # committers, and puts waiting for room
         while pending and pending[0][0] <= self._synced_gen:
             tx = pending.popleft()[1]
             self._commits += 1

@@ -82,7 +82,7 @@ def decode_take(payload: bytes | memoryview) -> list[int]:
 
 
 def encode_commit(kind: int, count: int) -> bytes:
-    return pb.Commit(kind=kind, count=count).SerializeToString()  # type: ignore[arg-type]
+    return pb.Commit(kind=kind, count=count).SerializeToString()  # type: ignore[arg-type]  # int is a valid enum value
 
 
 def decode_commit(payload: bytes | memoryview) -> tuple[int, int]:

@@ -6,6 +6,7 @@ reading and writing files is ``segment.py``'s job.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from enum import IntEnum
 from typing import Final
@@ -71,7 +72,10 @@ def encode_frame(ftype: int, txn_id: int, seq: int, payload: bytes) -> bytes:
     return head + payload + _pack_trailer(crc32c(payload, crc32c(head)))
 
 
-def check_frame(buf: bytes | memoryview, pos: int, limit: int) -> tuple[int, int, int, int]:
+Buffer = bytes | memoryview | mmap.mmap
+
+
+def check_frame(buf: Buffer, pos: int, limit: int) -> tuple[int, int, int, int]:
     """Validate the frame at ``buf[pos:]`` (not reading past ``limit``).
 
     Returns ``(type, length, txn_id, seq)``; raises FrameError naming the first problem.

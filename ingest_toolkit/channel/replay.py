@@ -139,7 +139,8 @@ def replay(fs: FileSystem, data_dirs: list[str], *, progress: ProgressFn | None 
 
 def _replay_segment(state: _State, log_id: int, path: str, *, newest: bool) -> tuple[SegmentInfo | None, bytes]:
     image, size = scan_segment(path)
-    if newest and (size < fmt.SEGMENT_HEADER_SIZE or image[: fmt.SEGMENT_HEADER_SIZE] == bytes(fmt.SEGMENT_HEADER_SIZE)):
+    header = image[: fmt.SEGMENT_HEADER_SIZE]
+    if newest and (size < fmt.SEGMENT_HEADER_SIZE or header == bytes(fmt.SEGMENT_HEADER_SIZE)):
         log.warning("newest segment %s has no complete header (crash while creating it); ignoring it", path)
         return None, b""
     results: list[ScanResult] = []
@@ -212,7 +213,7 @@ def _check_sealed(path: str, scan: ScanResult, *, newest: bool) -> None:
 
 
 def _check_unique_ids(segments: list[tuple[int, str]]) -> None:
-    for (a, pa), (b, pb_) in zip(segments, segments[1:]):
+    for (a, pa), (b, pb_) in zip(segments, segments[1:], strict=False):
         if a == b:
             raise CorruptLogError(path=pb_, offset=0, reason=f"log id {a} also exists as {pa}")
 

@@ -76,8 +76,7 @@ class Transaction:
         if largest > limit:
             raise EventTooLargeError(size=largest, limit=limit)
         channel = self._channel
-        channel._reserve(len(payloads))
-        first = channel._next_seqs(len(payloads))
+        first = channel._reserve(len(payloads))
         txn, frames, nbytes = self.txn_id, self.frames, 0
         for seq, payload in enumerate(payloads, first):
             head = _pack_header(_MAGIC, _PUT, 0, len(payload) + _OVERHEAD, txn, seq)

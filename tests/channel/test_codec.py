@@ -79,6 +79,7 @@ def test_worked_example_in_the_spec_matches_the_code() -> None:
 
 def test_checked_in_protobuf_code_is_current(tmp_path: Path) -> None:
     pytest.importorskip("grpc_tools")
-    generated = generate(tmp_path)
-    assert filecmp.cmp(generated, HERE / "channel_pb2.py", shallow=False), (
-        "channel_pb2.py is stale: run `python -m ingest_toolkit.channel.proto.generate`")
+    generate(tmp_path)
+    for name in ("channel_pb2.py", "channel_pb2.pyi"):
+        assert filecmp.cmp(tmp_path / name, HERE / name, shallow=False), (
+            f"{name} is stale: run `python -m ingest_toolkit.channel.proto.generate`")

@@ -1,4 +1,4 @@
-"""Regenerate ``channel_pb2.py`` from ``channel.proto`` (needs the ``dev`` extra).
+"""Regenerate ``channel_pb2.py`` and its type stub from ``channel.proto`` (``dev`` extra).
 
 Usage: ``python -m ingest_toolkit.channel.proto.generate [--out DIR]``. The test suite runs
 it into a temporary directory and compares with the checked-in file.
@@ -17,7 +17,8 @@ def generate(out_dir: Path) -> Path:
     from grpc_tools import protoc  # imported lazily: a dev-only dependency
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    rc = protoc.main(["protoc", f"-I{HERE}", f"--python_out={out_dir}", str(HERE / "channel.proto")])
+    args = [f"-I{HERE}", f"--python_out={out_dir}", f"--pyi_out={out_dir}", str(HERE / "channel.proto")]
+    rc = protoc.main(["protoc", *args])
     if rc != 0:
         raise RuntimeError(f"protoc failed with exit code {rc}")
     return out_dir / "channel_pb2.py"
