@@ -17,7 +17,6 @@ from __future__ import annotations
 import errno
 import itertools
 import logging
-import os
 import threading
 import time
 import uuid
@@ -29,28 +28,28 @@ from ..errors import (
     ChannelClosedError,
     ChannelFailedError,
     ChannelFullError,
-    ChannelIdentityError,
     DiskSpaceError,
     TransactionError,
 )
 from . import format as fmt
+from .checkpoint import Snapshot
+from .checkpointer import Checkpointer, CheckpointResult
 from .codec import TXN_PUT, TXN_TAKE, Event, encode_commit, encode_rollback, encode_take
 from .config import ChannelConfig
 from .format import FrameType
-from .fs import FileSystem, OsFileSystem, write_atomic
+from .fs import FileSystem, OsFileSystem
 from .lock import DirectoryLock
-from .proto import channel_pb2 as pb
 from .reader import EventReader
-from .replay import ReplayResult, SegmentInfo, replay
-from .segment import SegmentWriter, meta_path, read_meta
+from .recovery import recover
+from .segment import SegmentWriter
 from .transaction import Transaction, TxnKind, TxnState
 
 __all__ = ["FileChannel"]
 
 log = logging.getLogger(__name__)
 
-CHANNEL_ID_FILE = "channel.id"
 _TAKE_FRAME_POINTERS = 1 << 16
+_MARK_COALESCE_NS = 1_000_000_000  # one commit-time mark per second of backlog at most
 
 
 class FileChannel:
@@ -68,13 +67,22 @@ class FileChannel:
         self._local = threading.local()
         self._locks: list[DirectoryLock] = []
         self._closed = True
+        self._closing = False
         self._lock_directories()
         try:
             self._recover(progress)
+            self._closed = False
+            self._checkpointer = Checkpointer(self._fs, self.config.checkpoint_dir, self.channel_id,
+                                              self._snapshot, self._forget_logs)
+            if self.replay_stats.frames or self.checkpoint_problem:
+                self.checkpoint()  # what this open replayed need not be replayed again
         except BaseException:
+            self._closed = True
+            if hasattr(self, "_reader"):
+                self._reader.close()
             self._release_locks()
             raise
-        self._closed = False
+        self._checkpointer.start(self.config.checkpoint_interval)
 
     # -- opening --------------------------------------------------------------------------
     def _lock_directories(self) -> None:
@@ -89,18 +97,22 @@ class FileChannel:
             self._locks.append(lock)
 
     def _recover(self, progress: Callable[[int, int], None] | None) -> None:
-        result = replay(self._fs, self.config.data_dirs, progress=progress)
+        recovered = recover(self._fs, self.config, progress)
+        result = recovered.result
         self.replay_stats = result.stats
-        self.channel_id = self._identity(result.channel_id)
+        self.checkpoint_problem = recovered.checkpoint_problem
+        self.channel_id = recovered.channel_id
         self._paths = {info.log_id: info.path for info in result.segments}
-        self._seal_recovered(result)
         self._queue = result.queue
         self._refcounts = Counter(result.refcounts)
         self._used = len(self._queue)
         clock = time.time_ns() // 1000  # seeds survive the loss of every log: see docs
         self._seq = max(result.max_seq + 1, clock)
-        self._txn_ids = itertools.count(max(result.max_txn + 1, clock))
-        self._next_log_id = max([0, *self._paths, *self._stray_log_ids()]) + 1
+        self._next_txn = max(result.max_txn + 1, clock)
+        self._next_log_id = recovered.next_log_id
+        self._checkpoint_id = recovered.checkpoint.meta.checkpoint_id if recovered.checkpoint else 0
+        self._puts_total, self._takes_total = result.puts_committed, result.takes_committed
+        self._marks: deque[tuple[int, int]] = deque(recovered.marks)
         self._write_gen = self._synced_gen = 0
         self._syncing = False
         self._pending: deque[tuple[int, Transaction]] = deque()
@@ -109,41 +121,6 @@ class FileChannel:
         self._fsyncs = self._commits = 0
         self._reader = EventReader(self._fs, self._paths)
         self._writer = self._new_writer()
-
-    def _identity(self, found: bytes | None) -> bytes:
-        path = os.path.join(self.config.checkpoint_dir, CHANNEL_ID_FILE)
-        stored = _read_channel_id(path)
-        if stored is not None and found is not None and stored != found:
-            raise ChannelIdentityError(
-                f"{path} names channel {stored.hex()} but the logs in {self.config.data_dirs} "
-                f"belong to channel {found.hex()}: the directories of two channels are mixed")
-        identity = stored or found or uuid.uuid4().bytes
-        if stored is None:
-            write_atomic(self._fs, path, f"{uuid.UUID(bytes=identity)}\n".encode())
-        return identity
-
-    def _seal_recovered(self, result: ReplayResult) -> None:
-        """Cut the newest segment back to its last valid frame and seal it."""
-        for directory in self.config.data_dirs:
-            for name in self._fs.listdir(directory):
-                if name.startswith("log-") and name[4:].isdigit() and int(name[4:]) not in self._paths:
-                    log.warning("removing %s: a segment whose creation did not complete", name)
-                    self._fs.unlink(os.path.join(directory, name))
-        if not result.segments:
-            return
-        newest = result.segments[-1]
-        if read_meta(newest.path) is not None:
-            return
-        _seal_existing(self._fs, newest, self.channel_id)
-
-    def _stray_log_ids(self) -> list[int]:
-        ids = []
-        for directory in self.config.data_dirs:
-            for name in self._fs.listdir(directory):
-                stem = name.removeprefix("log-").removesuffix(".meta")
-                if name.startswith("log-") and stem.isdigit():
-                    ids.append(int(stem))
-        return ids
 
     def _new_writer(self) -> SegmentWriter:
         log_id = self._next_log_id
@@ -170,7 +147,8 @@ class FileChannel:
                 "back first (one transaction per thread)")
         with self._cond:
             self._check_usable()
-            tx = Transaction(self, next(self._txn_ids))
+            tx = Transaction(self, self._next_txn)
+            self._next_txn += 1
             self._open[tx.txn_id] = tx
         self._local.tx = tx
         return tx
@@ -193,34 +171,104 @@ class FileChannel:
                               for lid, p in sorted(self._paths.items())},
                 "writing": self._writer.log_id,
                 "next_seq": self._seq,
+                "puts_committed": self._puts_total,
+                "takes_committed": self._takes_total,
+                "checkpoint_id": self._checkpoint_id,
             }
 
+    def checkpoint(self) -> CheckpointResult:
+        """Write a checkpoint now and delete the log segments it made unnecessary.
+
+        Puts and takes are blocked only while the state is copied (``blocked_seconds``); the files
+        are written outside the lock. A failure leaves the previous checkpoint valid.
+        """
+        return self._checkpointer.run()
+
+    @property
+    def last_checkpoint(self) -> CheckpointResult | None:
+        return self._checkpointer.last
+
     def close(self) -> None:
-        """Roll back open transactions, seal the current segment and release the locks."""
+        """Roll back open transactions, seal the segment, checkpoint, release the locks.
+
+        The locks are released whatever fails on the way; a failure leaves what the next open
+        needs (at worst it replays the log).
+        """
         with self._cond:
-            if self._closed:
+            if self._closed or self._closing:
                 return
+            self._closing = True
+        try:
+            self._checkpointer.stop()
+            self._seal_for_close()
+            if self.config.checkpoint_on_close and self._failed is None:
+                self.checkpoint()
+        except Exception as err:
+            log.error("closing %s did not complete (%s); the next open recovers from the log",
+                      self.config.checkpoint_dir, err)
+        finally:
+            with self._cond:
+                self._closed = True
+                self._cond.notify_all()
+            self._reader.close()
+            self._release_locks()
+
+    def _seal_for_close(self) -> None:
+        with self._cond:
             while self._syncing:
                 self._cond.wait()
             for tx in list(self._open.values()):
                 if tx.state is TxnState.OPEN:
                     self._rollback_locked(tx)
-            if self._failed is None and not self._writer.sealed:
-                try:
-                    self._writer.seal()
-                    self._mark_synced()
-                except OSError as err:
-                    log.error("could not seal %s on close (%s); recovery will cut it back", self._writer.path, err)
-            self._closed = True
-            self._cond.notify_all()
-        self._reader.close()
-        self._release_locks()
+            if self._writer.sealed:
+                return
+            if self._failed is not None:
+                self._writer.abandon()  # nothing more may be written; recovery cuts it back
+                return
+            self._writer.seal()
+            self._mark_synced()
 
     def __enter__(self) -> FileChannel:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- used by the Checkpointer ---------------------------------------------------------
+    def _snapshot(self) -> tuple[Snapshot, dict[int, str]]:
+        """Copy the state as of the log's current end, after making that end durable."""
+        with self._cond:
+            if self._closed:
+                raise ChannelClosedError()
+            if self._failed is not None:
+                raise ChannelFailedError(self._failed)
+            while self._syncing:
+                self._cond.wait()
+            if not self._writer.sealed:
+                try:
+                    self._writer.sync()  # the checkpoint must never point past durable frames
+                except OSError as err:
+                    raise self._fail(err) from err
+                self._fsyncs += 1
+            self._mark_synced()  # publishes commits waiting for a sync: they are durable now
+            self._checkpoint_id += 1
+            open_txns = sorted(self._open.values(), key=lambda t: t.txn_id)
+            snap = Snapshot(
+                checkpoint_id=self._checkpoint_id, queue=self._queue.to_array(),
+                takes=[(t.txn_id, list(t.taken)) for t in open_txns if t.kind is TxnKind.TAKE and t.taken],
+                puts=[(t.txn_id, list(t.spilled)) for t in open_txns if t.kind is TxnKind.PUT and t.spilled],
+                refcounts=dict(self._refcounts), log_id=self._writer.log_id, log_offset=self._writer.position,
+                last_seq=self._seq - 1, next_txn_id=self._next_txn, marks=list(self._marks),
+                puts_committed=self._puts_total, takes_committed=self._takes_total,
+                capacity=self.config.capacity, interval_ms=int(self.config.checkpoint_interval * 1000))
+            return snap, dict(self._paths)
+
+    def _forget_logs(self, log_ids: list[int]) -> None:
+        with self._cond:
+            for log_id in log_ids:
+                self._paths.pop(log_id, None)
+        for log_id in log_ids:
+            self._reader.forget(log_id)
 
     # -- used by Transaction --------------------------------------------------------------
     def _reserve(self, n: int) -> int:
@@ -347,7 +395,10 @@ class FileChannel:
             except OSError as err:
                 raise self._fail(err) from err
             self._mark_synced()
-        self._writer = self._new_writer()  # on failure the sealed writer stays; next append retries
+        try:
+            self._writer = self._new_writer()  # on failure the sealed writer stays; next append retries
+        except OSError as err:  # not ENOSPC (that is DiskSpaceError): the directory is unusable
+            raise self._fail(err) from err
 
     def _wait_durable(self, gen: int) -> None:
         while self._synced_gen < gen:
@@ -388,10 +439,23 @@ class FileChannel:
             if tx.kind is TxnKind.PUT:
                 self._queue.extend(tx.spilled)
                 _count_logs(self._refcounts, tx.spilled, +1)
+                self._puts_total += tx.count
+                self._mark_commit()
             else:
                 _count_logs(self._refcounts, tx.taken, -1)
                 self._used -= tx.count
+                self._takes_total += tx.count
+                while self._marks and self._marks[0][0] <= self._takes_total:
+                    self._marks.popleft()
             self._finish(tx, TxnState.COMMITTED)
+
+    def _mark_commit(self) -> None:
+        now = time.time_ns()
+        marks = self._marks
+        if marks and now - marks[-1][1] < _MARK_COALESCE_NS:
+            marks[-1] = (self._puts_total, marks[-1][1])  # keeps the earlier, conservative time
+        else:
+            marks.append((self._puts_total, now))
 
     def _check_space(self, directory: str, needed: int) -> None:
         minimum = self.config.min_free_bytes
@@ -418,7 +482,7 @@ class FileChannel:
         return ChannelFailedError(self._failed)
 
     def _check_usable(self) -> None:
-        if self._closed:
+        if self._closed or self._closing:
             raise ChannelClosedError()
         if self._failed is not None:
             raise ChannelFailedError(self._failed)
@@ -460,28 +524,3 @@ def _count_logs(refcounts: Counter[int], pointers: list[int], sign: int) -> None
         refcounts[log_id] += sign * n
         if refcounts[log_id] == 0:
             del refcounts[log_id]
-
-
-def _seal_existing(fs: FileSystem, info: SegmentInfo, channel_id: bytes) -> None:
-    file = fs.open_write(info.path)
-    try:
-        file.truncate(info.data_end)
-        file.sync()
-    finally:
-        file.close()
-    meta = pb.SegmentMeta(format_version=fmt.FORMAT_VERSION, log_id=info.log_id,
-                          channel_id=channel_id, data_end=info.data_end, frames=info.frames,
-                          first_seq=info.first_seq, last_seq=info.last_seq,
-                          sealed_unix_ns=time.time_ns())
-    write_atomic(fs, meta_path(info.path), meta.SerializeToString())
-
-
-def _read_channel_id(path: str) -> bytes | None:
-    try:
-        with open(path, encoding="ascii") as f:
-            return uuid.UUID(f.read().strip()).bytes
-    except FileNotFoundError:
-        return None
-    except ValueError as err:
-        raise ChannelIdentityError(f"{path} does not hold a channel id ({err}); restore it from a "
-                                   "backup or delete it to adopt the id recorded in the logs") from None

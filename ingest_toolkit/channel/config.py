@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from ..errors import ConfigError
 from . import format as fmt
@@ -42,16 +42,33 @@ class ChannelConfig(BaseModel):
     preallocate_bytes: int = Field(4 * MiB, ge=0)
     spill_bytes: int = Field(4 * MiB, ge=4096)
     keep_alive: float = Field(3.0, ge=0.0)
+    checkpoint_interval: float = Field(30.0, ge=0.0)  # seconds; 0 disables the background thread
+    checkpoint_on_close: bool = True
 
-    @model_validator(mode="after")
-    def _consistent(self) -> ChannelConfig:
-        if self.transaction_capacity > self.capacity:
-            raise ValueError("transaction_capacity must not exceed capacity")
-        if self.max_event_size > (self.max_file_size - fmt.SEGMENT_HEADER_SIZE) // 4:
-            raise ValueError("max_event_size must be at most a quarter of max_file_size")
-        if len(set(self.data_dirs)) != len(self.data_dirs) or self.checkpoint_dir in self.data_dirs:
-            raise ValueError("data_dirs and checkpoint_dir must be distinct directories")
-        return self
+    # Cross-field checks are field validators (not a model validator) so that the error's
+    # location, and so ConfigError.key, names the setting to change.
+    @field_validator("data_dirs")
+    @classmethod
+    def _distinct_dirs(cls, dirs: list[str], info: ValidationInfo) -> list[str]:
+        if len(set(dirs)) != len(dirs) or info.data.get("checkpoint_dir") in dirs:
+            raise ValueError("data_dirs must be distinct from each other and from checkpoint_dir")
+        return dirs
+
+    @field_validator("transaction_capacity")
+    @classmethod
+    def _fits_capacity(cls, value: int, info: ValidationInfo) -> int:
+        capacity = info.data.get("capacity")
+        if capacity is not None and value > capacity:
+            raise ValueError(f"transaction_capacity ({value}) must not exceed capacity ({capacity})")
+        return value
+
+    @field_validator("max_event_size")
+    @classmethod
+    def _fits_segment(cls, value: int, info: ValidationInfo) -> int:
+        file_size = info.data.get("max_file_size")
+        if file_size is not None and value > (file_size - fmt.SEGMENT_HEADER_SIZE) // 4:
+            raise ValueError(f"max_event_size ({value}) must be at most a quarter of max_file_size ({file_size})")
+        return value
 
     @classmethod
     def build(cls, **values: Any) -> ChannelConfig:
@@ -62,5 +79,6 @@ class ChannelConfig(BaseModel):
             first = err.errors()[0]
             key = ".".join(str(part) for part in first["loc"]) or "channel"
             problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'channel'}: {e['msg']}" for e in err.errors())
+                f"{'.'.join(str(p) for p in e['loc']) or 'channel'}: {e['msg'].removeprefix('Value error, ')}"
+                for e in err.errors())
             raise ConfigError(f"invalid channel configuration: {problems}", key=key) from None

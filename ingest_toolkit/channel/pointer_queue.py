@@ -68,7 +68,12 @@ class PointerQueue:
         return self._buf[start:].tolist() + self._buf[: end - cap].tolist()
 
     def to_array(self) -> array[int]:
-        return array("Q", self.peek(self._size))
+        """A copy of the queue, head first, made with C-level slice copies (no Python ints)."""
+        start, cap = self._head, len(self._buf)
+        end = start + self._size
+        if end <= cap:
+            return self._buf[start:end]
+        return self._buf[start:] + self._buf[: end - cap]
 
     def _write(self, start: int, pointers: Sequence[int]) -> None:
         cap, n = len(self._buf), len(pointers)

@@ -87,6 +87,7 @@ class SegmentWriter:
             fs.sync_dir(directory)
         except BaseException:
             file.close()
+            _remove_quietly(fs, path)  # never used: a retry creates it again
             raise
         return writer
 
@@ -121,11 +122,23 @@ class SegmentWriter:
         self.sealed = True
         write_atomic(self.fs, meta_path(self.path), self.meta().SerializeToString())
 
+    def abandon(self) -> None:
+        """Close without sealing (after an I/O error); recovery treats it as a crashed segment."""
+        self.file.close()
+        self.sealed = True
+
     def meta(self) -> pb.SegmentMeta:
         return pb.SegmentMeta(
             format_version=fmt.FORMAT_VERSION, log_id=self.log_id, channel_id=self.channel_id,
             data_end=self.position, frames=self.frames, first_seq=self.first_seq,
             last_seq=self.last_seq, sealed_unix_ns=time.time_ns())
+
+
+def _remove_quietly(fs: FileSystem, path: str) -> None:
+    try:
+        fs.unlink(path)
+    except OSError as err:
+        log.warning("could not remove the unfinished segment %s (%s); the next open removes it", path, err)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,9 +150,10 @@ class ScanResult:
     torn_bytes: int  # bytes after data_end that were not zero (a torn tail)
 
 
-def iter_frames(data: bytes | mmap.mmap, path: str, *, newest: bool,
-                result: list[ScanResult]) -> Iterator[tuple[int, int, int, int, int]]:
-    """Yield ``(offset, type, length, txn_id, seq)`` for every valid frame of a segment image.
+def iter_frames(data: bytes | mmap.mmap, path: str, *, newest: bool, result: list[ScanResult],
+                start: int = 0) -> Iterator[tuple[int, int, int, int, int]]:
+    """Yield ``(offset, type, length, txn_id, seq)`` for every valid frame of a segment image,
+    from ``start`` (a frame boundary; the header's end when 0).
 
     On reaching the end, appends a :class:`ScanResult` to ``result``. Damage raises
     :class:`CorruptLogError`, except a torn tail of the newest segment: bytes after the last
@@ -151,7 +165,10 @@ def iter_frames(data: bytes | mmap.mmap, path: str, *, newest: bool,
         log_id, channel_id, _created = fmt.decode_segment_header(data[: fmt.SEGMENT_HEADER_SIZE])
     except FrameError as err:
         raise CorruptLogError(path=path, offset=0, reason=str(err)) from None
-    pos = fmt.SEGMENT_HEADER_SIZE
+    pos = max(start, fmt.SEGMENT_HEADER_SIZE)
+    if pos > size:
+        raise CorruptLogError(path=path, offset=size,
+                              reason=f"the segment ends before offset {pos}, where the checkpoint says replay resumes")
     check = fmt.check_frame
     while pos < size:
         try:

@@ -70,3 +70,92 @@ class SegmentMeta(_message.Message):
     last_seq: int
     sealed_unix_ns: int
     def __init__(self, format_version: _Optional[int] = ..., log_id: _Optional[int] = ..., channel_id: _Optional[bytes] = ..., data_end: _Optional[int] = ..., frames: _Optional[int] = ..., first_seq: _Optional[int] = ..., last_seq: _Optional[int] = ..., sealed_unix_ns: _Optional[int] = ...) -> None: ...
+
+class CheckpointMeta(_message.Message):
+    __slots__ = ("format_version", "channel_id", "checkpoint_id", "last_seq", "queue_size", "queue_head", "log_refcounts", "written_unix_ns", "log_id", "log_offset", "next_txn_id", "queue_file", "queue_bytes", "queue_crc32c", "inflight_file", "inflight_bytes", "inflight_crc32c", "inflight_takes", "inflight_puts", "capacity", "checkpoint_interval_ms", "oldest_commit_unix_ns", "puts_committed", "takes_committed", "log_bytes")
+    class LogRefcountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
+    FORMAT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_HEAD_FIELD_NUMBER: _ClassVar[int]
+    LOG_REFCOUNTS_FIELD_NUMBER: _ClassVar[int]
+    WRITTEN_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
+    LOG_ID_FIELD_NUMBER: _ClassVar[int]
+    LOG_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    NEXT_TXN_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FILE_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_CRC32C_FIELD_NUMBER: _ClassVar[int]
+    INFLIGHT_FILE_FIELD_NUMBER: _ClassVar[int]
+    INFLIGHT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    INFLIGHT_CRC32C_FIELD_NUMBER: _ClassVar[int]
+    INFLIGHT_TAKES_FIELD_NUMBER: _ClassVar[int]
+    INFLIGHT_PUTS_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_COMMIT_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
+    PUTS_COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    TAKES_COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    LOG_BYTES_FIELD_NUMBER: _ClassVar[int]
+    format_version: int
+    channel_id: bytes
+    checkpoint_id: int
+    last_seq: int
+    queue_size: int
+    queue_head: int
+    log_refcounts: _containers.ScalarMap[int, int]
+    written_unix_ns: int
+    log_id: int
+    log_offset: int
+    next_txn_id: int
+    queue_file: str
+    queue_bytes: int
+    queue_crc32c: int
+    inflight_file: str
+    inflight_bytes: int
+    inflight_crc32c: int
+    inflight_takes: int
+    inflight_puts: int
+    capacity: int
+    checkpoint_interval_ms: int
+    oldest_commit_unix_ns: int
+    puts_committed: int
+    takes_committed: int
+    log_bytes: int
+    def __init__(self, format_version: _Optional[int] = ..., channel_id: _Optional[bytes] = ..., checkpoint_id: _Optional[int] = ..., last_seq: _Optional[int] = ..., queue_size: _Optional[int] = ..., queue_head: _Optional[int] = ..., log_refcounts: _Optional[_Mapping[int, int]] = ..., written_unix_ns: _Optional[int] = ..., log_id: _Optional[int] = ..., log_offset: _Optional[int] = ..., next_txn_id: _Optional[int] = ..., queue_file: _Optional[str] = ..., queue_bytes: _Optional[int] = ..., queue_crc32c: _Optional[int] = ..., inflight_file: _Optional[str] = ..., inflight_bytes: _Optional[int] = ..., inflight_crc32c: _Optional[int] = ..., inflight_takes: _Optional[int] = ..., inflight_puts: _Optional[int] = ..., capacity: _Optional[int] = ..., checkpoint_interval_ms: _Optional[int] = ..., oldest_commit_unix_ns: _Optional[int] = ..., puts_committed: _Optional[int] = ..., takes_committed: _Optional[int] = ..., log_bytes: _Optional[int] = ...) -> None: ...
+
+class InflightTxn(_message.Message):
+    __slots__ = ("txn_id", "pointers")
+    TXN_ID_FIELD_NUMBER: _ClassVar[int]
+    POINTERS_FIELD_NUMBER: _ClassVar[int]
+    txn_id: int
+    pointers: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, txn_id: _Optional[int] = ..., pointers: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CommitMark(_message.Message):
+    __slots__ = ("end", "unix_ns")
+    END_FIELD_NUMBER: _ClassVar[int]
+    UNIX_NS_FIELD_NUMBER: _ClassVar[int]
+    end: int
+    unix_ns: int
+    def __init__(self, end: _Optional[int] = ..., unix_ns: _Optional[int] = ...) -> None: ...
+
+class Inflight(_message.Message):
+    __slots__ = ("checkpoint_id", "takes", "puts", "commit_marks")
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    TAKES_FIELD_NUMBER: _ClassVar[int]
+    PUTS_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_MARKS_FIELD_NUMBER: _ClassVar[int]
+    checkpoint_id: int
+    takes: _containers.RepeatedCompositeFieldContainer[InflightTxn]
+    puts: _containers.RepeatedCompositeFieldContainer[InflightTxn]
+    commit_marks: _containers.RepeatedCompositeFieldContainer[CommitMark]
+    def __init__(self, checkpoint_id: _Optional[int] = ..., takes: _Optional[_Iterable[_Union[InflightTxn, _Mapping]]] = ..., puts: _Optional[_Iterable[_Union[InflightTxn, _Mapping]]] = ..., commit_marks: _Optional[_Iterable[_Union[CommitMark, _Mapping]]] = ...) -> None: ...

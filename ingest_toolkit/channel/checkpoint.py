@@ -1,0 +1,282 @@
+"""Checkpoints: a snapshot of the queue that bounds replay, and the public ``checkpoint.meta``.
+
+A checkpoint is three files in the checkpoint directory:
+
+* ``checkpoint-<id>.queue``: 32-byte header (magic, version, checkpoint id, count) and the queue's
+  pointers as little-endian u64, head first;
+* ``checkpoint-<id>.inflight``: protobuf ``Inflight`` (open transactions, commit-time marks);
+* ``checkpoint.meta``: protobuf ``CheckpointMeta`` naming both files with their sizes and CRC32C.
+
+The data files are written and synced first; replacing ``checkpoint.meta`` atomically is the
+commit point; files of older checkpoints are removed after it. A crash at any step therefore
+leaves a complete previous or new checkpoint, never a half-written one.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+import time
+from array import array
+from dataclasses import dataclass, field
+from typing import Final
+
+from crc32c import crc32c
+
+from ..errors import ChannelIdentityError
+from .fs import FileSystem, write_atomic
+from .proto import channel_pb2 as pb
+
+__all__ = ["CHECKPOINT_META", "Checkpoint", "CheckpointInfo", "CheckpointInvalid", "Snapshot",
+           "load_checkpoint", "read_checkpoint_meta", "write_checkpoint"]
+
+CHECKPOINT_META: Final = "checkpoint.meta"
+CHECKPOINT_VERSION: Final = 1
+_QUEUE_MAGIC: Final = b"ITKQUEUE"
+_QUEUE_HEADER: Final = struct.Struct("<8sIIQQ")  # magic, version, reserved, checkpoint id, count
+
+
+class CheckpointInvalid(Exception):
+    """The checkpoint cannot be used; ``path`` and ``reason`` say why. Recovery falls back to a
+    full replay, which is exact."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = path, reason
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """The channel state at log position ``(log_id, log_offset)``, copied under the lock."""
+
+    checkpoint_id: int
+    queue: array[int]
+    takes: list[tuple[int, list[int]]]
+    puts: list[tuple[int, list[int]]]
+    refcounts: dict[int, int]
+    log_id: int
+    log_offset: int
+    last_seq: int
+    next_txn_id: int
+    marks: list[tuple[int, int]]
+    puts_committed: int
+    takes_committed: int
+    capacity: int
+    interval_ms: int
+    log_bytes: int = 0
+
+
+@dataclass(slots=True)
+class Checkpoint:
+    """A loaded, validated checkpoint."""
+
+    meta: pb.CheckpointMeta
+    queue: array[int]
+    takes: list[tuple[int, list[int]]] = field(default_factory=list)
+    puts: list[tuple[int, list[int]]] = field(default_factory=list)
+    marks: list[tuple[int, int]] = field(default_factory=list)
+
+
+def _file_names(checkpoint_id: int) -> tuple[str, str]:
+    return f"checkpoint-{checkpoint_id}.queue", f"checkpoint-{checkpoint_id}.inflight"
+
+
+def write_checkpoint(fs: FileSystem, directory: str, channel_id: bytes, snap: Snapshot) -> pb.CheckpointMeta:
+    queue_name, inflight_name = _file_names(snap.checkpoint_id)
+    queue_data = _encode_queue(snap.checkpoint_id, snap.queue)
+    inflight_data = _encode_inflight(snap).SerializeToString()
+    for name, data in ((queue_name, queue_data), (inflight_name, inflight_data)):
+        _write_synced(fs, os.path.join(directory, name), data)
+    fs.sync_dir(directory)
+    meta = _meta(snap, channel_id, queue_name, queue_data, inflight_name, inflight_data)
+    write_atomic(fs, os.path.join(directory, CHECKPOINT_META), meta.SerializeToString())
+    _remove_stale(fs, directory, keep=(queue_name, inflight_name))
+    return meta
+
+
+def _meta(snap: Snapshot, channel_id: bytes, queue_name: str, queue_data: bytes,
+          inflight_name: str, inflight_data: bytes) -> pb.CheckpointMeta:
+    takes = sum(len(p) for _, p in snap.takes)
+    head = snap.queue[0] if len(snap.queue) else (snap.takes[0][1][0] if snap.takes else 0)
+    oldest = next((ns for end, ns in snap.marks if end > snap.takes_committed), 0)
+    return pb.CheckpointMeta(
+        format_version=CHECKPOINT_VERSION, channel_id=channel_id, checkpoint_id=snap.checkpoint_id,
+        last_seq=snap.last_seq, queue_size=len(snap.queue) + takes, queue_head=head,
+        log_refcounts=snap.refcounts, written_unix_ns=time.time_ns(), log_id=snap.log_id,
+        log_offset=snap.log_offset, next_txn_id=snap.next_txn_id,
+        queue_file=queue_name, queue_bytes=len(queue_data), queue_crc32c=crc32c(queue_data),
+        inflight_file=inflight_name, inflight_bytes=len(inflight_data),
+        inflight_crc32c=crc32c(inflight_data), inflight_takes=takes,
+        inflight_puts=sum(len(p) for _, p in snap.puts), capacity=snap.capacity,
+        checkpoint_interval_ms=snap.interval_ms, oldest_commit_unix_ns=oldest,
+        puts_committed=snap.puts_committed, takes_committed=snap.takes_committed,
+        log_bytes=snap.log_bytes)
+
+
+def _encode_queue(checkpoint_id: int, queue: array[int]) -> bytes:
+    if sys.byteorder != "little":
+        queue = array("Q", queue)
+        queue.byteswap()
+    return _QUEUE_HEADER.pack(_QUEUE_MAGIC, CHECKPOINT_VERSION, 0, checkpoint_id, len(queue)) + queue.tobytes()
+
+
+def _encode_inflight(snap: Snapshot) -> pb.Inflight:
+    return pb.Inflight(
+        checkpoint_id=snap.checkpoint_id,
+        takes=[pb.InflightTxn(txn_id=t, pointers=p) for t, p in snap.takes],
+        puts=[pb.InflightTxn(txn_id=t, pointers=p) for t, p in snap.puts],
+        commit_marks=[pb.CommitMark(end=e, unix_ns=ns) for e, ns in snap.marks])
+
+
+def _write_synced(fs: FileSystem, path: str, data: bytes) -> None:
+    if fs.exists(path):
+        fs.unlink(path)  # left by a checkpoint that crashed before its meta was written
+    f = fs.create(path)
+    try:
+        f.pwrite(data, 0)
+        f.sync()
+    finally:
+        f.close()
+
+
+def _remove_stale(fs: FileSystem, directory: str, keep: tuple[str, ...]) -> None:
+    removed = False
+    for name in fs.listdir(directory):
+        if name.startswith("checkpoint-") and name not in keep:
+            fs.unlink(os.path.join(directory, name))
+            removed = True
+    if removed:
+        fs.sync_dir(directory)
+
+
+# -- loading ------------------------------------------------------------------------------
+def load_checkpoint(directory: str, channel_id: bytes | None) -> Checkpoint | None:
+    """Load and validate the checkpoint; None when there is none.
+
+    Raises CheckpointInvalid when it exists but cannot be trusted, and ChannelIdentityError when
+    it belongs to another channel.
+    """
+    meta_file = os.path.join(directory, CHECKPOINT_META)
+    meta = _read_meta(meta_file)
+    if meta is None:
+        return None
+    if channel_id is not None and meta.channel_id != channel_id:
+        raise ChannelIdentityError(
+            f"{meta_file} belongs to channel {meta.channel_id.hex()}, not {channel_id.hex()}: "
+            "the checkpoint directory of another channel is in use. Point checkpoint_dir at this "
+            "channel's directory, or delete checkpoint.meta to rebuild it by a full replay")
+    queue = _load_queue(os.path.join(directory, meta.queue_file), meta)
+    inflight = _load_inflight(os.path.join(directory, meta.inflight_file), meta)
+    return Checkpoint(meta, queue,
+                      takes=[(t.txn_id, list(t.pointers)) for t in inflight.takes],
+                      puts=[(t.txn_id, list(t.pointers)) for t in inflight.puts],
+                      marks=[(m.end, m.unix_ns) for m in inflight.commit_marks])
+
+
+def _read_meta(path: str) -> pb.CheckpointMeta | None:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    if not data:
+        raise CheckpointInvalid(path, "empty file")
+    try:
+        meta = pb.CheckpointMeta.FromString(data)
+    except Exception as err:  # protobuf raises DecodeError, a bare Exception subclass
+        raise CheckpointInvalid(path, f"not a valid CheckpointMeta ({err})") from None
+    if meta.format_version != CHECKPOINT_VERSION:
+        raise CheckpointInvalid(path, f"format version {meta.format_version}, expected {CHECKPOINT_VERSION}")
+    if not meta.queue_file or not meta.inflight_file or not meta.checkpoint_id:
+        raise CheckpointInvalid(path, "truncated: required fields are missing")
+    return meta
+
+
+def _read_checked(path: str, size: int, crc: int) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise CheckpointInvalid(path, "missing: checkpoint.meta names it but it does not exist") from None
+    if len(data) != size or crc32c(data) != crc:
+        raise CheckpointInvalid(path, f"damaged: {len(data)} bytes (expected {size}) or checksum mismatch")
+    return data
+
+
+def _load_queue(path: str, meta: pb.CheckpointMeta) -> array[int]:
+    data = _read_checked(path, meta.queue_bytes, meta.queue_crc32c)
+    magic, version, _r, checkpoint_id, count = _QUEUE_HEADER.unpack_from(data)
+    if magic != _QUEUE_MAGIC or version != CHECKPOINT_VERSION:
+        raise CheckpointInvalid(path, "not a queue file of this version")
+    if checkpoint_id != meta.checkpoint_id or count * 8 != len(data) - _QUEUE_HEADER.size:
+        raise CheckpointInvalid(path, f"belongs to checkpoint {checkpoint_id}, meta is {meta.checkpoint_id}")
+    queue = array("Q")
+    queue.frombytes(data[_QUEUE_HEADER.size:])
+    if sys.byteorder != "little":
+        queue.byteswap()
+    return queue
+
+
+def _load_inflight(path: str, meta: pb.CheckpointMeta) -> pb.Inflight:
+    data = _read_checked(path, meta.inflight_bytes, meta.inflight_crc32c)
+    inflight = pb.Inflight.FromString(data)
+    if inflight.checkpoint_id != meta.checkpoint_id:
+        raise CheckpointInvalid(path, f"belongs to checkpoint {inflight.checkpoint_id}, meta is {meta.checkpoint_id}")
+    return inflight
+
+
+# -- the public read-only window ----------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class CheckpointInfo:
+    """What ``checkpoint.meta`` says, in plain Python types. Reading it takes no lock."""
+
+    path: str
+    channel_id: str
+    checkpoint_id: int
+    written_unix_ns: int
+    queue_size: int
+    inflight_takes: int
+    inflight_puts: int
+    capacity: int
+    last_seq: int
+    log_refcounts: dict[int, int]
+    log_position: tuple[int, int]
+    checkpoint_interval_s: float
+    oldest_commit_unix_ns: int
+    puts_committed: int
+    takes_committed: int
+    log_bytes: int
+
+    def age_seconds(self, now_ns: int | None = None) -> float:
+        """Seconds since the checkpoint was written."""
+        return ((now_ns or time.time_ns()) - self.written_unix_ns) / 1e9
+
+    def backlog_age_seconds(self, now_ns: int | None = None) -> float:
+        """Seconds since the oldest queued event was committed (0 when the queue is empty)."""
+        if not self.oldest_commit_unix_ns:
+            return 0.0
+        return ((now_ns or time.time_ns()) - self.oldest_commit_unix_ns) / 1e9
+
+
+def read_checkpoint_meta(checkpoint_dir: str) -> CheckpointInfo | None:
+    """Read ``checkpoint.meta`` of a channel, live or not; None when no checkpoint exists yet.
+
+    Safe to call from any process at any time: the file is replaced atomically, so it is always
+    complete; no lock is taken and the channel is never blocked. Raises CheckpointInvalid if the
+    file is damaged.
+    """
+    import uuid
+
+    path = os.path.join(checkpoint_dir, CHECKPOINT_META)
+    meta = _read_meta(path)
+    if meta is None:
+        return None
+    return CheckpointInfo(
+        path=path, channel_id=str(uuid.UUID(bytes=meta.channel_id)), checkpoint_id=meta.checkpoint_id,
+        written_unix_ns=meta.written_unix_ns, queue_size=meta.queue_size,
+        inflight_takes=meta.inflight_takes, inflight_puts=meta.inflight_puts, capacity=meta.capacity,
+        last_seq=meta.last_seq, log_refcounts=dict(meta.log_refcounts),
+        log_position=(meta.log_id, meta.log_offset),
+        checkpoint_interval_s=meta.checkpoint_interval_ms / 1000, oldest_commit_unix_ns=meta.oldest_commit_unix_ns,
+        puts_committed=meta.puts_committed, takes_committed=meta.takes_committed, log_bytes=meta.log_bytes)

@@ -1,0 +1,153 @@
+"""Opening a channel: identity, checkpoint, replay, and making the newest segment final.
+
+Recovery never writes frames. It may cut the newest segment back to its last valid frame (a
+torn tail), seal it, and remove a segment whose creation never completed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass
+
+from ..errors import ChannelIdentityError, CorruptLogError
+from . import format as fmt
+from .checkpoint import Checkpoint, CheckpointInvalid, load_checkpoint
+from .config import ChannelConfig
+from .fs import FileSystem, write_atomic
+from .proto import channel_pb2 as pb
+from .replay import ProgressFn, ReplayResult, SegmentInfo, replay
+from .segment import list_segments, meta_path, read_meta
+
+__all__ = ["CHANNEL_ID_FILE", "Recovered", "recover"]
+
+log = logging.getLogger(__name__)
+
+CHANNEL_ID_FILE = "channel.id"
+
+
+@dataclass(slots=True)
+class Recovered:
+    channel_id: bytes
+    result: ReplayResult
+    checkpoint: Checkpoint | None
+    checkpoint_problem: str | None  # why the checkpoint was not used, if one existed
+    next_log_id: int
+    marks: list[tuple[int, int]]  # (cumulative put count, commit unix ns), see CommitMark
+
+
+def recover(fs: FileSystem, config: ChannelConfig, progress: ProgressFn | None) -> Recovered:
+    id_path = os.path.join(config.checkpoint_dir, CHANNEL_ID_FILE)
+    stored = _read_channel_id(id_path)
+    start, problem = _load_start(config.checkpoint_dir, stored)
+    result = replay(fs, config.data_dirs, start=start, progress=progress)
+    found = result.channel_id or (start.meta.channel_id if start else None)
+    if start is not None and result.channel_id and result.channel_id != start.meta.channel_id:
+        raise ChannelIdentityError(
+            f"checkpoint.meta in {config.checkpoint_dir} and the logs in {config.data_dirs} belong to "
+            "different channels: point checkpoint_dir and data_dirs at the directories of one channel")
+    channel_id = _identity(fs, id_path, stored, found, config)
+    paths = {info.log_id: info.path for info in result.segments}
+    _remove_incomplete(fs, config.data_dirs, paths)
+    if result.segments and read_meta(result.segments[-1].path) is None:
+        _seal_existing(fs, result.segments[-1], channel_id)
+    _check_referenced(result, paths, config)
+    if len(result.queue) > config.capacity:
+        log.warning("%d events are queued but capacity is now %d: puts are refused until the channel "
+                    "is drained below capacity", len(result.queue), config.capacity)
+    return Recovered(channel_id, result, start, problem, _next_log_id(fs, config.data_dirs),
+                     _marks(start, result))
+
+
+def _load_start(directory: str, channel_id: bytes | None) -> tuple[Checkpoint | None, str | None]:
+    try:
+        return load_checkpoint(directory, channel_id), None
+    except CheckpointInvalid as err:
+        log.warning("checkpoint not usable, rebuilding the state by a full replay of the logs: %s", err)
+        return None, str(err)
+
+
+def _identity(fs: FileSystem, path: str, stored: bytes | None, found: bytes | None,
+              config: ChannelConfig) -> bytes:
+    if stored is not None and found is not None and stored != found:
+        raise ChannelIdentityError(
+            f"{path} names channel {stored.hex()} but the logs in {config.data_dirs} "
+            f"belong to channel {found.hex()}: the directories of two channels are mixed. Point "
+            "checkpoint_dir and data_dirs at the directories of one channel; if the logs are the "
+            "right ones and channel.id was copied by mistake, delete channel.id to adopt the logs' id")
+    identity = stored or found or uuid.uuid4().bytes
+    if stored is None:
+        write_atomic(fs, path, f"{uuid.UUID(bytes=identity)}\n".encode())
+    return identity
+
+
+def _remove_incomplete(fs: FileSystem, data_dirs: list[str], known: dict[int, str]) -> None:
+    for directory in data_dirs:
+        for log_id, path in list_segments(fs, directory):
+            if log_id not in known:
+                log.warning("removing %s: a segment whose creation did not complete", path)
+                fs.unlink(path)
+
+
+def _check_referenced(result: ReplayResult, paths: dict[int, str], config: ChannelConfig) -> None:
+    for log_id, count in sorted(result.refcounts.items()):
+        if count and log_id not in paths:
+            raise CorruptLogError(
+                path=os.path.join(config.data_dirs[log_id % len(config.data_dirs)], f"log-{log_id}"),
+                offset=0, reason=f"missing: {count} queued events point into it. Restore the file from "
+                                 "a backup; nothing was changed")
+
+
+def _next_log_id(fs: FileSystem, data_dirs: list[str]) -> int:
+    ids = [0]
+    for directory in data_dirs:
+        for name in fs.listdir(directory):
+            stem = name.removeprefix("log-").removesuffix(".meta")
+            if name.startswith("log-") and stem.isdigit():
+                ids.append(int(stem))
+    return max(ids) + 1
+
+
+def _marks(start: Checkpoint | None, result: ReplayResult) -> list[tuple[int, int]]:
+    """Commit-time marks; events replayed from the log get a time no later than their commit."""
+    marks = list(start.marks) if start else []
+    if result.puts_committed > (marks[-1][0] if marks else 0):
+        since = start.meta.written_unix_ns if start else _head_segment_created(result)
+        marks.append((result.puts_committed, since))
+    return marks
+
+
+def _head_segment_created(result: ReplayResult) -> int:
+    if not len(result.queue):
+        return time.time_ns()
+    head_log = result.queue.peek(1)[0] >> 32
+    path = next(info.path for info in result.segments if info.log_id == head_log)
+    with open(path, "rb") as f:
+        return fmt.decode_segment_header(f.read(fmt.SEGMENT_HEADER_SIZE))[2]
+
+
+def _seal_existing(fs: FileSystem, info: SegmentInfo, channel_id: bytes) -> None:
+    file = fs.open_write(info.path)
+    try:
+        file.truncate(info.data_end)
+        file.sync()
+    finally:
+        file.close()
+    meta = pb.SegmentMeta(format_version=fmt.FORMAT_VERSION, log_id=info.log_id,
+                          channel_id=channel_id, data_end=info.data_end, frames=info.frames,
+                          first_seq=info.first_seq, last_seq=info.last_seq,
+                          sealed_unix_ns=time.time_ns())
+    write_atomic(fs, meta_path(info.path), meta.SerializeToString())
+
+
+def _read_channel_id(path: str) -> bytes | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            return uuid.UUID(f.read().strip()).bytes
+    except FileNotFoundError:
+        return None
+    except ValueError as err:
+        raise ChannelIdentityError(f"{path} does not hold a channel id ({err}); restore it from a "
+                                   "backup or delete it to adopt the id recorded in the logs") from None
