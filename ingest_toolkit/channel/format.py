@@ -61,6 +61,7 @@ class FrameType(IntEnum):
     TAKE = 2
     COMMIT = 3
     ROLLBACK = 4
+    NOOP = 5  # filler written by `channel repair` over damaged bytes; replay skips it
 
 
 class FrameError(ValueError):

@@ -245,9 +245,10 @@ def _apply_frames(state: _State, image, log_id: int, path: str, *, newest: bool,
         elif ftype == FrameType.COMMIT:
             kind, count = decode_commit(payload)
             state.commit(txn, kind, count, path, offset)
-        else:  # ROLLBACK
+        elif ftype == FrameType.ROLLBACK:
             puts.pop(txn, None)
             takes.pop(txn, None)
+        # NOOP: filler left by repair, nothing to apply
     state.max_seq, state.max_txn = max(state.max_seq, last_seq), max_txn
     state.stats.frames += frames
     return frames, first_seq, last_seq

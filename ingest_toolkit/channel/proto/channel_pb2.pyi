@@ -51,6 +51,16 @@ class Rollback(_message.Message):
     kind: TxnKind
     def __init__(self, kind: _Optional[_Union[TxnKind, str]] = ...) -> None: ...
 
+class Noop(_message.Message):
+    __slots__ = ("reason", "replaced_bytes", "repaired_unix_ns")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REPLACED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    REPAIRED_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    replaced_bytes: int
+    repaired_unix_ns: int
+    def __init__(self, reason: _Optional[str] = ..., replaced_bytes: _Optional[int] = ..., repaired_unix_ns: _Optional[int] = ...) -> None: ...
+
 class SegmentMeta(_message.Message):
     __slots__ = ("format_version", "log_id", "channel_id", "data_end", "frames", "first_seq", "last_seq", "sealed_unix_ns")
     FORMAT_VERSION_FIELD_NUMBER: _ClassVar[int]
