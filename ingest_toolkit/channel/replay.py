@@ -161,7 +161,10 @@ def replay(fs: FileSystem, data_dirs: list[str], *, start: Checkpoint | None = N
     result = ReplayResult(queue, count_refs(queue.to_array()), infos, channel_id, state.max_seq,
                           state.max_txn, state.stats)
     result.puts_committed = (start.meta.puts_committed if start else 0) + state.stats.puts_committed
-    result.takes_committed = (start.meta.takes_committed if start else 0) + state.stats.takes_committed
+    # Without a checkpoint, history before the oldest kept segment is unknown; count takes so
+    # that puts - takes is the queue, as it is while the channel runs.
+    result.takes_committed = (start.meta.takes_committed + state.stats.takes_committed if start
+                              else result.puts_committed - len(queue))
     return result
 
 
