@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .channel import Event, FileChannel
+from .channel import Event, FileChannel, tools
 from .channel.config import ChannelConfig
+from .channel.tools import render
+from .channel.tools.common import PhaseProgress
 from .errors import IngestError
 from .settings import load_channel_settings
 
@@ -102,6 +110,117 @@ def _take_all(channel: FileChannel, batch: int, expected_seq: int) -> int:
 def _row(table: Table, step: str, n: int, started: float, detail: str) -> None:
     seconds = time.perf_counter() - started
     table.add_row(step, f"{n:,}", f"{seconds:.2f}", f"{n / seconds:,.0f}" if seconds else "-", detail)
+
+
+# -- operator tools -------------------------------------------------------------------------
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@main.group("channel")
+def channel_group() -> None:
+    """Operator tools: inspect a live channel; verify or repair a stopped one."""
+
+
+def _channel_options(command: F) -> F:
+    options = [
+        click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="The channel's checkpoint_dir."),
+        click.option("--data-dir", "data_dirs", multiple=True, type=click.Path(file_okay=False),
+                     help="A data directory of the channel; repeat for each one."),
+        click.option("--conf", "conf_path", type=click.Path(dir_okay=False, path_type=Path),
+                     help="Take the directories from these channel settings (TOML) instead."),
+        click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON document."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _directories(checkpoint_dir: str | None, data_dirs: tuple[str, ...],
+                 conf_path: Path | None) -> tuple[str, list[str]]:
+    settings = load_channel_settings(conf_path) if conf_path else {}
+    checkpoint_dir = checkpoint_dir or settings.get("checkpoint_dir")
+    dirs = list(data_dirs) or list(settings.get("data_dirs") or [])
+    if not checkpoint_dir or not dirs:
+        raise click.UsageError("give the channel's directories: --checkpoint-dir and --data-dir, or --conf")
+    return str(checkpoint_dir), [str(d) for d in dirs]
+
+
+def _tool_console() -> Console:
+    """Wide output when piped, so that paths in tables are not wrapped."""
+    return Console() if sys.stdout.isatty() else Console(width=200)
+
+
+def _print_json(document: dict[str, Any]) -> None:
+    click.echo(json.dumps(document, indent=2))
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[PhaseProgress | None]:
+    """A progress bar per phase on stderr, for a terminal only."""
+    err = Console(stderr=True)
+    if not enabled or not err.is_terminal:
+        yield None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("segments"),
+               TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True) as bar:
+        tasks: dict[str, TaskID] = {}
+
+        def update(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase, total=total)
+            bar.update(tasks[phase], completed=done, total=total)
+
+        yield update
+
+
+@channel_group.command("inspect")
+@_channel_options
+def channel_inspect(checkpoint_dir: str | None, data_dirs: tuple[str, ...], conf_path: Path | None,
+                    as_json: bool) -> None:
+    """Show the channel's state from checkpoint.meta and its log files. Takes no lock: safe while
+    the channel is in use."""
+    report = tools.inspect_channel(*_directories(checkpoint_dir, data_dirs, conf_path))
+    if as_json:
+        _print_json(report.to_json())
+    else:
+        render.print_inspect(_tool_console(), report)
+
+
+@channel_group.command("verify")
+@_channel_options
+def channel_verify(checkpoint_dir: str | None, data_dirs: tuple[str, ...], conf_path: Path | None,
+                   as_json: bool) -> None:
+    """Check a stopped channel: reference counts, log files, checkpoint against a full replay,
+    damaged records. Exit code 0 when healthy, 1 when anything was found."""
+    with _progress(not as_json) as progress:
+        report = tools.verify_channel(*_directories(checkpoint_dir, data_dirs, conf_path), progress=progress)
+    if as_json:
+        _print_json(report.to_json())
+    else:
+        render.print_verify(_tool_console(), report)
+    if not report.ok:
+        raise SystemExit(1)
+
+
+@channel_group.command("repair")
+@_channel_options
+@click.option("--dry-run", is_flag=True, help="Report what would be repaired; change nothing.")
+@click.option("--yes", is_flag=True, help="Apply the repair (required unless --dry-run).")
+def channel_repair(checkpoint_dir: str | None, data_dirs: tuple[str, ...], conf_path: Path | None,
+                   as_json: bool, dry_run: bool, yes: bool) -> None:
+    """Quarantine damaged log records of a stopped channel behind NOOP frames (backups kept),
+    drop the transactions that lost frames, and force a full replay on the next open."""
+    if not dry_run and not yes:
+        raise click.ClickException("repair rewrites log files: run it with --dry-run first to see what it "
+                                   "would change, then with --yes to apply it")
+    with _progress(not as_json) as progress:
+        report = tools.repair_channel(*_directories(checkpoint_dir, data_dirs, conf_path), dry_run=dry_run,
+                                      progress=progress)
+    if as_json:
+        _print_json(report.to_json())
+    else:
+        render.print_repair(_tool_console(), report)
 
 
 if __name__ == "__main__":

@@ -279,6 +279,11 @@ class FileChannel:
         capacity = self.config.capacity
         with self._cond:
             self._check_usable()
+            if self._used + n <= capacity:  # the usual case: no clock, no wait
+                self._used += n
+                first = self._seq
+                self._seq += n
+                return first
             deadline = time.monotonic() + self.config.keep_alive
             while self._used + n > capacity:
                 remaining = deadline - time.monotonic()

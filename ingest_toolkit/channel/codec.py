@@ -14,7 +14,7 @@ from typing import Final
 
 from .proto import channel_pb2 as pb
 
-__all__ = ["Event", "decode_put", "encode_put", "encode_take", "decode_take",
+__all__ = ["Event", "SMALL_VARINTS", "varint", "decode_put", "encode_put", "encode_take", "decode_take",
            "encode_commit", "decode_commit", "encode_rollback", "TXN_PUT", "TXN_TAKE"]
 
 TXN_PUT: Final = pb.TXN_KIND_PUT
@@ -36,7 +36,7 @@ class Event:
     seq: int = 0
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
@@ -45,7 +45,7 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
-_SMALL_VARINTS: Final = tuple(_varint(n) for n in range(1 << 14))
+SMALL_VARINTS: Final = tuple(varint(n) for n in range(1 << 14))  # precomputed length prefixes
 
 
 def encode_put(body: bytes, headers: Mapping[str, str]) -> bytes:
@@ -54,7 +54,7 @@ def encode_put(body: bytes, headers: Mapping[str, str]) -> bytes:
     n = len(body)
     if n == 0:
         return b""
-    return b"\x0a" + (_SMALL_VARINTS[n] if n < 16384 else _varint(n)) + body
+    return b"\x0a" + (SMALL_VARINTS[n] if n < 16384 else varint(n)) + body
 
 
 def decode_put(payload: bytes | memoryview, seq: int) -> Event:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import threading
 
+from crc32c import crc32c
+
 from ..errors import CorruptLogError
 from . import format as fmt
 from .codec import Event, decode_put
@@ -20,6 +22,11 @@ __all__ = ["EventReader"]
 _RUN_LIMIT = 8 << 20  # never read more than this span for one run
 _MASK = 0xFFFFFFFF
 _HEAD = fmt.FRAME_HEADER.size
+_OVERHEAD = fmt.FRAME_OVERHEAD
+_MAGIC = fmt.FRAME_MAGIC
+_PUT = int(FrameType.PUT)
+_unpack_header = fmt.FRAME_HEADER.unpack_from
+_unpack_crc = fmt.FRAME_TRAILER.unpack_from
 
 
 class EventReader:
@@ -50,17 +57,29 @@ class EventReader:
             raise CorruptLogError(path=file.path, offset=last, reason=f"impossible frame length {length}")
         buf = file.pread(last + length - start, start)
         view, size = memoryview(buf), len(buf)
-        check = fmt.check_frame
+        append = out.append
         for k in range(i, j):
+            # Hot path, inlined: validate the frame (magic, type, length, CRC32C over the whole
+            # frame) and slice a header-less body straight out of the buffer. Anything unusual
+            # goes to _decode_slow, which gives the exact error or decodes headers.
             pos = (pointers[k] & _MASK) - start
-            try:
-                ftype, length, _txn, seq = check(buf, pos, size)
-            except FrameError as err:
-                raise CorruptLogError(path=file.path, offset=pos + start, reason=str(err)) from None
-            if ftype != FrameType.PUT:
-                raise CorruptLogError(path=file.path, offset=pos + start,
-                                      reason=f"event pointer names a {FrameType(ftype).name} frame")
-            out.append(decode_put(view[pos + _HEAD : pos + length - 4], seq))
+            if pos + _OVERHEAD <= size:
+                magic, ftype, flags, length, _txn, seq = _unpack_header(buf, pos)
+                end = pos + length - 4
+                if (magic == _MAGIC and ftype == _PUT and not flags and length >= _OVERHEAD
+                        and end + 4 <= size and crc32c(view[pos:end]) == _unpack_crc(buf, end)[0]):
+                    body = pos + _HEAD
+                    if end - body >= 3 and buf[body] == 0x0A:
+                        n = buf[body + 1]
+                        if n < 0x80:
+                            body += 2
+                        elif buf[body + 2] < 0x80:
+                            n = (n & 0x7F) | (buf[body + 2] << 7)
+                            body += 3
+                        if body + n == end:
+                            append(Event(buf[body:end], {}, seq))
+                            continue
+            append(_decode_slow(file.path, buf, view, pos, start))
 
     def _file(self, log_id: int) -> File:
         file = self._files.get(log_id)
@@ -87,6 +106,17 @@ class EventReader:
             files, self._files = list(self._files.values()), {}
         for file in files:
             file.close()
+
+
+def _decode_slow(path: str, buf: bytes, view: memoryview, pos: int, start: int) -> Event:
+    try:
+        ftype, length, _txn, seq = fmt.check_frame(buf, pos, len(buf))
+    except FrameError as err:
+        raise CorruptLogError(path=path, offset=pos + start, reason=str(err)) from None
+    if ftype != FrameType.PUT:
+        raise CorruptLogError(path=path, offset=pos + start,
+                              reason=f"event pointer names a {FrameType(ftype).name} frame")
+    return decode_put(view[pos + _HEAD : pos + length - 4], seq)
 
 
 def _run_end(pointers: list[int], i: int) -> int:

@@ -18,7 +18,7 @@ from crc32c import crc32c
 
 from ..errors import EventTooLargeError, TransactionCapacityError, TransactionError
 from . import format as fmt
-from .codec import Event, encode_put
+from .codec import SMALL_VARINTS, Event, encode_put, varint
 
 if TYPE_CHECKING:
     from .channel import FileChannel
@@ -64,33 +64,44 @@ class Transaction:
     # -- puts -----------------------------------------------------------------------------
     def put(self, event: Event) -> int:
         """Add one event; returns its sequence number."""
-        return self.put_many((event,))[0]
+        self._begin(TxnKind.PUT, 1)
+        payload = _payload(event)
+        limit = self._channel.config.max_event_size
+        if len(payload) > limit:
+            raise EventTooLargeError(size=len(payload), limit=limit)
+        seq = self._channel._reserve(1)
+        frame = _pack_header(_MAGIC, _PUT, 0, len(payload) + _OVERHEAD, self.txn_id, seq) + payload
+        frame += _pack_crc(crc32c(frame))
+        self.frames.append(frame)
+        self._added(seq, seq, 1, len(frame))
+        return seq
 
     def put_many(self, events: Iterable[Event]) -> list[int]:
         """Add events in order; returns their sequence numbers."""
-        batch = events if isinstance(events, Sequence) else list(events)
+        batch = events if isinstance(events, (list, tuple)) else list(events)
         self._begin(TxnKind.PUT, len(batch))
-        payloads = [_payload(e) for e in batch]
+        payloads = _payloads(batch)
         limit = self._channel.config.max_event_size
         largest = max(map(len, payloads), default=0)
         if largest > limit:
             raise EventTooLargeError(size=largest, limit=limit)
-        channel = self._channel
-        first = channel._reserve(len(payloads))
+        first = self._channel._reserve(len(payloads))
         txn, frames, nbytes = self.txn_id, self.frames, 0
         for seq, payload in enumerate(payloads, first):
-            head = _pack_header(_MAGIC, _PUT, 0, len(payload) + _OVERHEAD, txn, seq)
-            frame = head + payload
+            frame = _pack_header(_MAGIC, _PUT, 0, len(payload) + _OVERHEAD, txn, seq) + payload
             frame += _pack_crc(crc32c(frame))
             frames.append(frame)
             nbytes += len(frame)
-        self.first_seq = self.first_seq or first
-        self.last_seq = first + len(payloads) - 1
-        self.count += len(payloads)
-        self.buffered_bytes += nbytes
-        if self.buffered_bytes >= channel.config.spill_bytes:
-            channel._spill(self)
+        self._added(first, first + len(payloads) - 1, len(payloads), nbytes)
         return list(range(first, first + len(payloads)))
+
+    def _added(self, first: int, last: int, count: int, nbytes: int) -> None:
+        self.first_seq = self.first_seq or first
+        self.last_seq = last
+        self.count += count
+        self.buffered_bytes += nbytes
+        if self.buffered_bytes >= self._channel.config.spill_bytes:
+            self._channel._spill(self)
 
     # -- takes ----------------------------------------------------------------------------
     def take(self, max_events: int = 1) -> list[Event]:
@@ -160,7 +171,27 @@ class Transaction:
 def _payload(event: Event) -> bytes:
     body = event.body
     if type(body) is not bytes:
-        if not isinstance(body, (bytes, bytearray, memoryview)):
-            raise TypeError(f"event body must be bytes, not {type(body).__name__}")
-        body = bytes(body)
+        body = _as_bytes(body)
     return encode_put(body, event.headers)
+
+
+def _payloads(batch: Sequence[Event]) -> list[bytes]:
+    """``_payload`` of each event, with header-less events encoded inline (the hot path)."""
+    out: list[bytes] = []
+    append = out.append
+    for event in batch:
+        body, headers = event.body, event.headers
+        if type(body) is not bytes:
+            body = _as_bytes(body)
+        n = len(body)
+        if headers or not n:
+            append(encode_put(body, headers))
+        else:
+            append(b"\x0a" + (SMALL_VARINTS[n] if n < 16384 else varint(n)) + body)
+    return out
+
+
+def _as_bytes(body: object) -> bytes:
+    if not isinstance(body, (bytes, bytearray, memoryview)):
+        raise TypeError(f"event body must be bytes, not {type(body).__name__}")
+    return bytes(body)

@@ -1,0 +1,111 @@
+"""``channel inspect``: what a channel holds, read without a lock from ``checkpoint.meta``,
+``channel.id`` and the segment files. Safe while an agent owns the channel: it only reads
+files that are replaced atomically (``checkpoint.meta``, ``.meta``) or only appended to, and a
+segment deleted while being listed is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf.message import DecodeError
+
+from ..checkpoint import CheckpointInfo, CheckpointInvalid, read_checkpoint_meta
+from ..segment import read_meta
+from .common import ChannelDirs, lock_state, read_channel_id, segments_of
+from .render import inspect_json
+
+__all__ = ["InspectReport", "LogFileInfo", "inspect_channel"]
+
+
+@dataclass(frozen=True, slots=True)
+class LogFileInfo:
+    log_id: int
+    path: str
+    size: int
+    sealed: bool
+    data_end: int | None  # from .meta (sealed segments only), likewise the fields below
+    frames: int | None
+    first_seq: int | None
+    last_seq: int | None
+    refcount: int | None  # events pointing into it per checkpoint.meta; None without a checkpoint
+    problem: str | None = None
+
+
+@dataclass(slots=True)
+class InspectReport:
+    checkpoint_dir: str
+    data_dirs: list[str]
+    now_ns: int
+    channel_id: str | None
+    locked: bool | None  # whether a process owns the channel right now (None: cannot tell)
+    holder: str | None  # what in_use.lock says ("pid <n>"), possibly of a past owner
+    checkpoint: CheckpointInfo | None
+    checkpoint_problem: str | None
+    logs: list[LogFileInfo] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def fill_percent(self) -> float | None:
+        """Capacity in use: queued (in-flight takes included) plus spilled puts, of capacity."""
+        cp = self.checkpoint
+        if cp is None or not cp.capacity:
+            return None
+        return 100.0 * (cp.queue_size + cp.inflight_puts) / cp.capacity
+
+    @property
+    def log_bytes(self) -> int:
+        return sum(info.size for info in self.logs)
+
+    def to_json(self) -> dict[str, Any]:
+        return inspect_json(self)
+
+
+def inspect_channel(checkpoint_dir: str, data_dirs: list[str]) -> InspectReport:
+    """Describe a channel, live or stopped, without taking any lock."""
+    dirs = ChannelDirs.of(checkpoint_dir, data_dirs)
+    channel_id, id_problem = read_channel_id(dirs.checkpoint_dir)
+    locked, holder = lock_state(dirs.checkpoint_dir)
+    checkpoint, problem = _checkpoint(dirs.checkpoint_dir)
+    report = InspectReport(dirs.checkpoint_dir, list(dirs.data_dirs), time.time_ns(), channel_id,
+                           locked, holder, checkpoint, problem)
+    if id_problem:
+        report.problems.append(id_problem)
+    if channel_id is None and checkpoint is not None:
+        report.channel_id = checkpoint.channel_id
+    refcounts = checkpoint.log_refcounts if checkpoint is not None else None
+    for log_id, path in segments_of(dirs):
+        info = _log_file(log_id, path, refcounts)
+        if info is not None:
+            report.logs.append(info)
+    return report
+
+
+def _checkpoint(directory: str) -> tuple[CheckpointInfo | None, str | None]:
+    try:
+        return read_checkpoint_meta(directory), None
+    except CheckpointInvalid as err:
+        return None, str(err)
+
+
+def _log_file(log_id: int, path: str, refcounts: dict[int, int] | None) -> LogFileInfo | None:
+    try:
+        size = os.stat(path).st_size
+        meta = read_meta(path)
+    except FileNotFoundError:
+        return None  # deleted by a checkpoint while we looked
+    except DecodeError as err:
+        return LogFileInfo(log_id, path, size, False, None, None, None, None,
+                           _refcount(refcounts, log_id), problem=f".meta unreadable: {err}")
+    refcount = _refcount(refcounts, log_id)
+    if meta is None:
+        return LogFileInfo(log_id, path, size, False, None, None, None, None, refcount)
+    return LogFileInfo(log_id, path, size, True, meta.data_end, meta.frames, meta.first_seq or None,
+                       meta.last_seq or None, refcount)
+
+
+def _refcount(refcounts: dict[int, int] | None, log_id: int) -> int | None:
+    return None if refcounts is None else refcounts.get(log_id, 0)

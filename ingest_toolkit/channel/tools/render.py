@@ -1,0 +1,261 @@
+"""The tools' reports as stable JSON documents and as rich tables for people."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from .inspection import InspectReport, LogFileInfo
+    from .repair import RepairReport, SegmentPlan
+    from .scan import Damage, Piece
+    from .txnsim import DroppedTxn
+    from .verify import VerifyReport
+
+__all__ = ["inspect_json", "print_inspect", "print_repair", "print_verify", "repair_json", "verify_json"]
+
+INSPECT_FORMAT = "ingest-toolkit/channel-inspect/1"
+VERIFY_FORMAT = "ingest-toolkit/channel-verify/1"
+REPAIR_FORMAT = "ingest-toolkit/channel-repair/1"
+
+
+# -- JSON ---------------------------------------------------------------------------------
+def inspect_json(report: InspectReport) -> dict[str, Any]:
+    cp = report.checkpoint
+    checkpoint = None
+    if cp is not None:
+        checkpoint = {
+            "path": cp.path, "checkpoint_id": cp.checkpoint_id, "written_unix_ns": cp.written_unix_ns,
+            "age_seconds": round(cp.age_seconds(report.now_ns), 3),
+            "interval_seconds": cp.checkpoint_interval_s, "queue_size": cp.queue_size,
+            "inflight_takes": cp.inflight_takes, "inflight_puts": cp.inflight_puts, "capacity": cp.capacity,
+            "fill_percent": round(report.fill_percent or 0.0, 3), "last_seq": cp.last_seq,
+            "backlog_age_seconds": round(cp.backlog_age_seconds(report.now_ns), 3),
+            "oldest_commit_unix_ns": cp.oldest_commit_unix_ns,
+            "log_position": {"log_id": cp.log_position[0], "offset": cp.log_position[1]},
+            "puts_committed": cp.puts_committed, "takes_committed": cp.takes_committed, "log_bytes": cp.log_bytes}
+    return {
+        "format": INSPECT_FORMAT, "checkpoint_dir": report.checkpoint_dir, "data_dirs": report.data_dirs,
+        "channel_id": report.channel_id, "owner": {"locked": report.locked, "holder": report.holder},
+        "checkpoint": checkpoint, "checkpoint_problem": report.checkpoint_problem,
+        "logs": [{"log_id": i.log_id, "path": i.path, "size": i.size, "sealed": i.sealed, "data_end": i.data_end,
+                  "frames": i.frames, "first_seq": i.first_seq, "last_seq": i.last_seq, "refcount": i.refcount,
+                  "problem": i.problem} for i in report.logs],
+        "log_files": len(report.logs), "log_bytes": report.log_bytes, "problems": report.problems}
+
+
+def verify_json(report: VerifyReport) -> dict[str, Any]:
+    position = report.log_position
+    return {
+        "format": VERIFY_FORMAT, "ok": report.ok, "checkpoint_dir": report.checkpoint_dir,
+        "data_dirs": report.data_dirs, "channel_id": report.channel_id, "checkpoint_id": report.checkpoint_id,
+        "log_position": {"log_id": position[0], "offset": position[1]} if position else None,
+        "segments": report.segments, "frames": report.frames, "queue_size": report.queue_size,
+        "findings": [{**f.data, "kind": f.kind, "message": f.message} for f in report.findings],
+        "notes": report.notes}
+
+
+def repair_json(report: RepairReport) -> dict[str, Any]:
+    return {
+        "format": REPAIR_FORMAT, "dry_run": report.dry_run, "changed": report.changed,
+        "scanned_segments": report.scanned, "segments": [_plan_json(p) for p in report.segments],
+        "transactions_dropped": [_dropped_json(d) for d in report.dropped], "events_lost": report.events_lost,
+        "backups": report.backups, "checkpoint_removed": report.checkpoint_removed,
+        "queue_after": report.queue_after}
+
+
+def _plan_json(plan: SegmentPlan) -> dict[str, Any]:
+    return {
+        "log_id": plan.log_id, "path": plan.path,
+        "ranges": [_damage_json(d) for d in plan.damage],
+        "commits_neutralised": [{"offset": c.offset, "length": c.length, "txn_id": c.txn} for c in plan.commits],
+        "truncate_to": plan.cut, "meta_rewritten": plan.meta_changes}
+
+
+def _damage_json(d: Damage) -> dict[str, Any]:
+    action = "meta" if d.missing else "truncate" if d.tail else "noop"
+    return {"offset": d.offset, "length": d.length, "action": action, "reason": d.reason,
+            "frames": [_piece_json(p) for p in d.frames]}
+
+
+def _piece_json(p: Piece) -> dict[str, Any]:
+    return {"offset": p.offset, "length": p.length, "type": p.type_name.rstrip("?"), "txn_id": p.txn,
+            "seq": p.seq, "verified": p.verified}
+
+
+def _dropped_json(d: DroppedTxn) -> dict[str, Any]:
+    return {"txn_id": d.txn_id, "kind": d.kind, "cause": d.cause,
+            "commit": {"path": d.commit[0], "offset": d.commit[1]} if d.commit else None,
+            "events": [{"seq": e.seq, "log_id": e.pointer >> 32, "offset": e.pointer & 0xFFFFFFFF,
+                        "verified": e.verified, "already_taken": e.already_taken} for e in d.events],
+            "unreadable_events": d.unreadable, "events_lost": d.events_lost, "events_returned": d.returned}
+
+
+# -- people -------------------------------------------------------------------------------
+def print_inspect(console: Console, report: InspectReport) -> None:
+    summary = _kv_table("channel")
+    summary.add_row("channel id", report.channel_id or "unknown (no channel.id)")
+    summary.add_row("owner", _owner(report))
+    cp = report.checkpoint
+    if cp is None:
+        summary.add_row("checkpoint", report.checkpoint_problem or "none yet (the channel has not checkpointed)")
+    else:
+        fill = report.fill_percent
+        summary.add_row("checkpoint", f"#{cp.checkpoint_id}, written {_duration(cp.age_seconds(report.now_ns))} ago "
+                                      f"(interval {cp.checkpoint_interval_s:g} s)")
+        summary.add_row("queue", f"{cp.queue_size:,} events ({cp.inflight_takes:,} in open takes), "
+                                 f"{cp.inflight_puts:,} in open puts")
+        summary.add_row("capacity", f"{cp.capacity:,} ({fill:.1f} % used)" if fill is not None else "unknown")
+        summary.add_row("last sequence", str(cp.last_seq))
+        summary.add_row("backlog age", _duration(cp.backlog_age_seconds(report.now_ns)) if cp.queue_size else "-")
+        summary.add_row("log position", f"log-{cp.log_position[0]} @ {cp.log_position[1]:,}")
+        summary.add_row("committed", f"{cp.puts_committed:,} put, {cp.takes_committed:,} taken")
+    summary.add_row("log files", f"{len(report.logs)} ({_size(report.log_bytes)})")
+    for problem in report.problems:
+        summary.add_row("problem", f"[red]{problem}[/red]")
+    console.print(summary)
+    logs = Table(title="log files")
+    for name in ("log", "size", "state", "frames", "seq range", "refs", "path"):
+        logs.add_column(name, justify="left" if name in ("state", "path", "seq range") else "right")
+    for i in report.logs:
+        state = _log_state(i, newest=i is report.logs[-1], live=bool(report.locked))
+        seqs = f"{i.first_seq}..{i.last_seq}" if i.first_seq else "-"
+        logs.add_row(str(i.log_id), _size(i.size), state, _opt(i.frames), seqs, _opt(i.refcount), i.path)
+    console.print(logs)
+
+
+def print_verify(console: Console, report: VerifyReport) -> None:
+    where = f"checkpoint #{report.checkpoint_id}" if report.checkpoint_id else "no checkpoint"
+    console.print(f"verified {report.segments} segments, {where}; full replay: "
+                  f"{_opt(report.frames)} frames, {_opt(report.queue_size)} events queued")
+    for note in report.notes:
+        console.print(f"note: {note}")
+    if report.ok:
+        console.print("[green]OK[/green]: no problems found")
+        return
+    table = Table(title=f"{len(report.findings)} problem(s) found")
+    table.add_column("problem")
+    table.add_column("details")
+    for f in report.findings:
+        table.add_row(f.kind, f.message)
+    console.print(table)
+
+
+def print_repair(console: Console, report: RepairReport) -> None:
+    if not report.changed:
+        console.print(f"[green]nothing to repair[/green]: {report.scanned} segments scanned, no damage found")
+        return
+    table = Table(title=f"repair ({'dry run, nothing changed' if report.dry_run else 'applied'})")
+    for name in ("file", "offset", "length", "action", "frames", "reason"):
+        table.add_column(name, justify="right" if name in ("offset", "length") else "left")
+    for plan in report.segments:
+        _plan_rows(table, plan)
+    console.print(table)
+    for d in report.dropped:
+        console.print(_dropped_line(d, report.dry_run))
+    console.print(f"events lost: {report.events_lost}")
+    if report.dry_run:
+        console.print("run again with --yes to apply; backups of every changed file are kept")
+        return
+    for backup in report.backups:
+        console.print(f"backup: {backup}")
+    if report.checkpoint_removed:
+        console.print("checkpoint.meta deleted: the next open rebuilds the state by a full replay")
+    console.print(f"full replay after the repair: OK, {report.queue_after} events queued")
+
+
+def _plan_rows(table: Table, plan: SegmentPlan) -> None:
+    for d in plan.damage:
+        action = "fix .meta (bytes missing)" if d.missing else "truncate" if d.tail else "NOOP"
+        frames = ", ".join(_piece_text(p) for p in d.frames[:6]) + (" ..." if len(d.frames) > 6 else "")
+        table.add_row(plan.path, str(d.offset), str(d.length), action, frames or "unreadable", d.reason)
+    for c in plan.commits:
+        table.add_row(plan.path, str(c.offset), str(c.length), "NOOP", f"COMMIT txn {c.txn}",
+                      "its transaction lost frames")
+    if plan.meta_changes and not plan.damage and not plan.commits:
+        table.add_row(plan.path, "-", "-", "write .meta", "", f"data_end {plan.end}")
+
+
+def _piece_text(p: Piece) -> str:
+    seq = f" seq {p.seq}" if p.type_name.startswith("PUT") else ""
+    return f"{p.type_name} txn {p.txn}{seq}"
+
+
+def _dropped_line(d: DroppedTxn, dry_run: bool) -> str:
+    verb = "would be dropped" if dry_run else "dropped"
+    if d.kind == "take":
+        return (f"take transaction {d.txn_id} {verb} ({d.cause}): its {d.returned} events go back to the "
+                "queue and will be delivered again")
+    lost = [e for e in d.events if not e.already_taken]
+    text = f"put transaction {d.txn_id} {verb} ({d.cause}): {d.events_lost} events lost"
+    verified = [e.seq for e in lost if e.verified]
+    damaged = [f"{e.seq}?" for e in lost if not e.verified]
+    if verified:
+        text += f", seq {_seq_ranges(verified)}"
+    if damaged:
+        text += f"; seq {', '.join(damaged)} read from damaged frames (unverified)"
+    if d.unreadable:
+        text += f", {d.unreadable} of them unreadable"
+    taken = sum(e.already_taken for e in d.events)
+    if taken:
+        text += f"; {taken} more had already been taken (delivered, not lost)"
+    return text
+
+
+def _seq_ranges(seqs: list[int]) -> str:
+    """``1..5, 9``: consecutive numbers as runs."""
+    runs: list[list[int]] = []
+    for seq in sorted(seqs):
+        if runs and seq == runs[-1][-1] + 1:
+            runs[-1].append(seq)
+        else:
+            runs.append([seq])
+    return ", ".join(f"{r[0]}..{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+
+
+def _log_state(info: LogFileInfo, *, newest: bool, live: bool) -> str:
+    if info.problem:
+        return f"[red]{info.problem}[/red]"
+    if info.sealed:
+        return "sealed"
+    return "being written" if newest and live else "not sealed"
+
+
+def _kv_table(title: str) -> Table:
+    table = Table(title=title, show_header=False)
+    table.add_column("key", style="bold")
+    table.add_column("value")
+    return table
+
+
+def _owner(report: InspectReport) -> str:
+    if report.locked is None:
+        return f"unknown (lock file names {report.holder or 'nobody'})"
+    return f"running ({report.holder or 'unknown pid'})" if report.locked else "none (stopped)"
+
+
+def _opt(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    value, unit = n / 1024, "KiB"
+    for bigger in ("MiB", "GiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, bigger
+    return f"{value:.1f} {unit}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"

@@ -1,0 +1,256 @@
+"""``channel repair``: put damaged log records out of the way, keeping a backup of every file.
+
+Steps, with the channel's directories locked:
+
+1. Scan every segment in log order (:func:`scan.walk`): valid frames and damaged ranges.
+2. Plan: a damaged range in the middle of a segment is overwritten by NOOP frames of exactly its
+   length, so every other frame keeps its offset (and every event pointer stays valid); a range
+   at the end of a segment is cut off, and ``.meta`` is rewritten with the new ``data_end``.
+   :class:`~.txnsim.TxnSim` finds the transactions that lost frames; their COMMIT frames are
+   neutralised too, so they replay as uncommitted.
+3. Unless ``dry_run``: copy each affected file to ``<file>.bak-<unix time>``, write the plan,
+   sync, then replay the whole log (read-only) to prove it is consistent; if it is not, the
+   originals are put back. Finally ``checkpoint.meta`` is deleted: the next open rebuilds the
+   state by a full replay, which no longer sees the removed frames.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import ChannelIdentityError, CorruptLogError
+from .. import format as fmt
+from ..checkpoint import CHECKPOINT_META
+from ..format import FrameType
+from ..fs import FileSystem, OsFileSystem, write_atomic
+from ..proto import channel_pb2 as pb
+from ..replay import replay
+from ..segment import meta_path, read_meta
+from .common import ChannelDirs, PhaseProgress, ToolError, offline, segments_of
+from .render import repair_json
+from .scan import Damage, Piece, header_error, noop_frames, noop_sizes, open_image, walk
+from .txnsim import DroppedTxn, TxnSim
+
+__all__ = ["RepairReport", "SegmentPlan", "plan_repair", "repair_channel"]
+
+
+@dataclass(slots=True)
+class SegmentPlan:
+    """What repair does to one segment."""
+
+    log_id: int
+    path: str
+    newest: bool
+    meta: pb.SegmentMeta | None
+    size: int = 0
+    channel_id: bytes = b""
+    damage: list[Damage] = field(default_factory=list)
+    commits: list[Piece] = field(default_factory=list)  # COMMIT frames to neutralise
+    frames: int = 0  # valid frames that stay (neutralised COMMITs included: they become NOOPs)
+    first_seq: int = 0
+    last_seq: int = 0
+    end: int = fmt.SEGMENT_HEADER_SIZE  # where the segment's frames end after the repair
+
+    def keep(self, piece: Piece) -> None:
+        self.frames += 1
+        self.end = piece.end
+        if piece.type == FrameType.PUT:
+            self.first_seq = min(self.first_seq or piece.seq, piece.seq)
+            self.last_seq = max(self.last_seq, piece.seq)
+
+    def noops(self) -> list[tuple[int, int, str]]:
+        """``(offset, length, reason)`` of every range to cover with NOOP frames."""
+        ranges = [(d.offset, d.length, f"channel repair: {d.length} damaged bytes at offset {d.offset} "
+                   f"of log-{self.log_id} ({d.reason})") for d in self.damage if not d.tail]
+        ranges += [(c.offset, c.length, f"channel repair: COMMIT of transaction {c.txn} neutralised, "
+                    "frames of it were damaged") for c in self.commits]
+        return sorted(ranges)
+
+    @property
+    def cut(self) -> int | None:
+        """Size to truncate the file to, if any."""
+        if any(d.tail and not d.missing for d in self.damage) or (self.seal and self.end < self.size):
+            return self.end
+        return None
+
+    @property
+    def seal(self) -> bool:
+        """An unsealed segment that is not the newest gets its ``.meta`` (and loses any zero tail)."""
+        return self.meta is None and not self.newest
+
+    @property
+    def meta_changes(self) -> bool:
+        if self.meta is None:
+            return self.seal
+        return bool(self.damage or self.commits) or self.meta.data_end != self.end
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.damage or self.commits) or self.meta_changes
+
+    def new_meta(self) -> pb.SegmentMeta:
+        noop_count = sum(len(noop_sizes(d.length)) for d in self.damage if not d.tail)
+        return pb.SegmentMeta(
+            format_version=fmt.FORMAT_VERSION, log_id=self.log_id, channel_id=self.channel_id,
+            data_end=self.end, frames=self.frames + noop_count, first_seq=self.first_seq,
+            last_seq=self.last_seq, sealed_unix_ns=self.meta.sealed_unix_ns if self.meta else time.time_ns())
+
+
+@dataclass(slots=True)
+class RepairReport:
+    checkpoint_dir: str
+    data_dirs: list[str]
+    dry_run: bool
+    scanned: int  # segments scanned
+    segments: list[SegmentPlan]  # the ones that change
+    dropped: list[DroppedTxn]
+    backups: list[str] = field(default_factory=list)
+    checkpoint_removed: bool = False
+    queue_after: int | None = None  # events queued according to the replay after the repair
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.segments)
+
+    @property
+    def events_lost(self) -> int:
+        return sum(d.events_lost for d in self.dropped)
+
+    def to_json(self) -> dict[str, Any]:
+        return repair_json(self)
+
+
+def repair_channel(checkpoint_dir: str, data_dirs: list[str], *, dry_run: bool, fs: FileSystem | None = None,
+                   progress: PhaseProgress | None = None) -> RepairReport:
+    """Repair the channel's damaged records (see the module docstring); ``dry_run`` changes nothing."""
+    dirs = ChannelDirs.of(checkpoint_dir, data_dirs)
+    fs = fs or OsFileSystem()
+    with offline(dirs, "repair"):
+        report = plan_repair(dirs, dry_run=dry_run, progress=progress)
+        if not dry_run and report.changed:
+            _apply_all(fs, dirs, report)
+        return report
+
+
+def plan_repair(dirs: ChannelDirs, *, dry_run: bool = True, progress: PhaseProgress | None = None) -> RepairReport:
+    """Scan and plan without changing anything; the caller holds the directory locks."""
+    segments = segments_of(dirs)
+    _check_unique(segments)
+    sim = TxnSim()
+    plans = []
+    for index, (log_id, path) in enumerate(segments):
+        plans.append(_plan_segment(log_id, path, index == len(segments) - 1, sim))
+        if progress:
+            progress("scan", index + 1, len(segments))
+    dropped = sim.finish()
+    if sim.unexplained:
+        raise ToolError("repair cannot proceed, nothing was changed: " + "; ".join(sim.unexplained))
+    return RepairReport(dirs.checkpoint_dir, list(dirs.data_dirs), dry_run, len(segments),
+                        [p for p in plans if p.changed], dropped)
+
+
+def _check_unique(segments: list[tuple[int, str]]) -> None:
+    for (a, first), (b, second) in zip(segments, segments[1:], strict=False):
+        if a == b:
+            raise ToolError(f"log id {a} exists twice ({first}, {second}); repair does not choose between "
+                            "them: move the wrong one away")
+
+
+def _plan_segment(log_id: int, path: str, newest: bool, sim: TxnSim) -> SegmentPlan:
+    plan = SegmentPlan(log_id, path, newest, read_meta(path))
+    with open_image(path) as (image, size):
+        plan.size = size
+        head = bytes(image[: fmt.SEGMENT_HEADER_SIZE])
+        if newest and (size < fmt.SEGMENT_HEADER_SIZE or head == bytes(fmt.SEGMENT_HEADER_SIZE)):
+            return plan  # a segment whose creation never completed: the next open removes it
+        problem = header_error(image)
+        if problem:
+            raise ToolError(f"{path}: the segment header is damaged ({problem}); repair does not rebuild "
+                            "headers. Nothing was changed: restore the file from a backup")
+        plan.channel_id = head[24:40]
+        data_end = plan.meta.data_end if plan.meta is not None else None
+        for item in walk(image, size, log_id, path, data_end=data_end):
+            if isinstance(item, Damage):
+                plan.damage.append(item)
+                sim.damage(item)
+                plan.end = item.offset if item.tail else item.end
+            else:
+                plan.keep(item)
+                if sim.frame(log_id, path, item, image):
+                    plan.commits.append(item)
+    return plan
+
+
+# -- applying ---------------------------------------------------------------------------------
+def _apply_all(fs: FileSystem, dirs: ChannelDirs, report: RepairReport) -> None:
+    stamp = int(time.time())
+    done: list[tuple[SegmentPlan, str, str | None]] = []
+    try:
+        for plan in report.segments:
+            backup, meta_backup = _backup(plan.path, stamp), None
+            if plan.meta is not None:
+                meta_backup = _backup(meta_path(plan.path), stamp)
+            done.append((plan, backup, meta_backup))
+            report.backups += [b for b in (backup, meta_backup) if b]
+            _apply(fs, plan)
+        for directory in dirs.data_dirs:
+            fs.sync_dir(directory)
+        report.queue_after = len(replay(fs, list(dirs.data_dirs)).queue)
+    except (CorruptLogError, ChannelIdentityError, OSError) as err:
+        _restore(fs, done)
+        raise ToolError(f"repair undone, the original files are back in place: {err}") from err
+    report.checkpoint_removed = _remove_checkpoint(fs, dirs.checkpoint_dir)
+
+
+def _backup(path: str, stamp: int) -> str:
+    target, n = f"{path}.bak-{stamp}", 1
+    while os.path.exists(target):
+        target, n = f"{path}.bak-{stamp}-{n}", n + 1
+    _copy_synced(path, target)
+    return target
+
+
+def _copy_synced(src: str, dst: str) -> None:
+    shutil.copyfile(src, dst)
+    fd = os.open(dst, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _apply(fs: FileSystem, plan: SegmentPlan) -> None:
+    now = time.time_ns()
+    file = fs.open_write(plan.path)
+    try:
+        for offset, length, reason in plan.noops():
+            file.pwrite(noop_frames(length, reason, now), offset)
+        if plan.cut is not None:
+            file.truncate(plan.cut)
+        file.sync()
+    finally:
+        file.close()
+    if plan.meta_changes:
+        write_atomic(fs, meta_path(plan.path), plan.new_meta().SerializeToString())
+
+
+def _restore(fs: FileSystem, done: list[tuple[SegmentPlan, str, str | None]]) -> None:
+    for plan, backup, meta_backup in done:
+        _copy_synced(backup, plan.path)
+        if meta_backup is not None:
+            _copy_synced(meta_backup, meta_path(plan.path))
+        elif fs.exists(meta_path(plan.path)):
+            fs.unlink(meta_path(plan.path))
+
+
+def _remove_checkpoint(fs: FileSystem, checkpoint_dir: str) -> bool:
+    path = os.path.join(checkpoint_dir, CHECKPOINT_META)
+    if not fs.exists(path):
+        return False
+    fs.unlink(path)
+    fs.sync_dir(checkpoint_dir)
+    return True

@@ -1,0 +1,245 @@
+"""``channel verify``: an offline consistency check of checkpoint and logs. Changes nothing.
+
+Checks, with the directories locked (a live owner is refused):
+
+* the checkpoint loads; its reference counts equal a recount from the queue file and the open
+  takes, and its queue size matches;
+* every segment an event refers to exists; no segment lies below the deletion floor unreferenced
+  (an *orphan*: the deletion rule would have removed it); every segment but the newest is sealed;
+* the state from checkpoint + replay of the frames after it equals the state from an independent
+  full replay of every segment;
+* when a replay fails, every segment is scanned and each damaged range reported.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf.message import DecodeError
+
+from ...errors import ChannelIdentityError, CorruptLogError
+from ..checkpoint import Checkpoint, CheckpointInvalid, load_checkpoint
+from ..format import FrameType
+from ..fs import FileSystem, OsFileSystem
+from ..replay import ReplayResult, count_refs, replay
+from ..segment import read_meta
+from .common import ChannelDirs, PhaseProgress, offline, read_channel_id, segments_of
+from .render import verify_json
+from .scan import Damage, Piece, header_error, open_image, walk
+
+__all__ = ["Finding", "VerifyReport", "verify_channel"]
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    kind: str  # refcount_mismatch, missing_log, orphaned_log, unsealed_log, corrupt_frame, ...
+    message: str
+    data: dict[str, int | str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class VerifyReport:
+    checkpoint_dir: str
+    data_dirs: list[str]
+    channel_id: str | None = None
+    checkpoint_id: int | None = None
+    log_position: tuple[int, int] | None = None
+    segments: int = 0
+    frames: int | None = None  # frames read by the full replay
+    queue_size: int | None = None  # events queued according to the full replay
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def add(self, kind: str, message: str, **data: int | str) -> None:
+        self.findings.append(Finding(kind, message, data))
+
+    def to_json(self) -> dict[str, Any]:
+        return verify_json(self)
+
+
+def verify_channel(checkpoint_dir: str, data_dirs: list[str], *, fs: FileSystem | None = None,
+                   progress: PhaseProgress | None = None) -> VerifyReport:
+    """Check a stopped channel; ``report.ok`` tells whether anything was found."""
+    dirs = ChannelDirs.of(checkpoint_dir, data_dirs)
+    with offline(dirs, "verify"):
+        return _Verifier(dirs, fs or OsFileSystem(), progress).run()
+
+
+class _Verifier:
+    def __init__(self, dirs: ChannelDirs, fs: FileSystem, progress: PhaseProgress | None) -> None:
+        self.dirs, self.fs, self.progress = dirs, fs, progress
+        self.report = VerifyReport(dirs.checkpoint_dir, list(dirs.data_dirs))
+        self.segments = segments_of(dirs)
+        self.errors: list[CorruptLogError] = []
+
+    def run(self) -> VerifyReport:
+        report = self.report
+        report.segments = len(self.segments)
+        self._check_sealed()
+        checkpoint = self._checkpoint()
+        resumed = None
+        if checkpoint is not None:
+            recounted = self._check_refcounts(checkpoint)
+            self._check_files(checkpoint, recounted)
+            resumed = self._replay("replay from checkpoint", checkpoint)
+        else:
+            report.notes.append("no usable checkpoint: the logs were checked by a full replay only")
+        full = self._replay("full replay", None)
+        if full is not None:
+            report.frames, report.queue_size = full.stats.frames, len(full.queue)
+            self._check_identity(full)
+            if full.stats.torn_bytes:
+                report.notes.append(f"the newest segment ends in a torn write of {full.stats.torn_bytes} bytes "
+                                    "(a crash); the next open cuts it")
+        if self.errors:
+            self._scan_damage()
+        if resumed is not None and full is not None:
+            self._compare(resumed, full)
+        return report
+
+    # -- checkpoint -------------------------------------------------------------------------
+    def _checkpoint(self) -> Checkpoint | None:
+        channel_id, problem = read_channel_id(self.dirs.checkpoint_dir)
+        self.report.channel_id = channel_id
+        if problem:
+            self.report.add("channel_id", problem)
+        try:
+            checkpoint = load_checkpoint(self.dirs.checkpoint_dir, uuid.UUID(channel_id).bytes if channel_id else None)
+        except CheckpointInvalid as err:
+            self.report.add("checkpoint_unusable", f"{err} (the next open rebuilds the state by a full replay)",
+                            path=err.path)
+            return None
+        except ChannelIdentityError as err:
+            self.report.add("channel_identity", str(err))
+            return None
+        if checkpoint is not None:
+            self.report.checkpoint_id = checkpoint.meta.checkpoint_id
+            self.report.log_position = (checkpoint.meta.log_id, checkpoint.meta.log_offset)
+        return checkpoint
+
+    def _check_refcounts(self, checkpoint: Checkpoint) -> Counter[int]:
+        meta = checkpoint.meta
+        recounted = Counter(count_refs(checkpoint.queue))
+        for _txn, pointers in checkpoint.takes:
+            recounted.update(p >> 32 for p in pointers)
+        recorded = {log_id: n for log_id, n in meta.log_refcounts.items() if n}
+        for log_id in sorted(set(recorded) | set(recounted)):
+            if recorded.get(log_id, 0) != recounted[log_id]:
+                self.report.add("refcount_mismatch",
+                                f"checkpoint.meta records {recorded.get(log_id, 0)} events in log-{log_id}, "
+                                f"the queue and open takes hold {recounted[log_id]}",
+                                log_id=log_id, recorded=recorded.get(log_id, 0), recounted=recounted[log_id])
+        size = len(checkpoint.queue) + sum(len(p) for _t, p in checkpoint.takes)
+        if meta.queue_size != size:
+            self.report.add("queue_size_mismatch", f"checkpoint.meta records a queue of {meta.queue_size} "
+                            f"events, its queue file and open takes hold {size}",
+                            recorded=meta.queue_size, recounted=size)
+        return recounted
+
+    def _check_files(self, checkpoint: Checkpoint, recounted: Counter[int]) -> None:
+        meta = checkpoint.meta
+        needed = {log_id for log_id, n in meta.log_refcounts.items() if n} | set(recounted)
+        needed |= {p >> 32 for _t, ptrs in checkpoint.puts for p in ptrs}
+        present = {log_id for log_id, _path in self.segments}
+        dirs = self.dirs.data_dirs
+        for log_id in sorted(needed - present):
+            path = os.path.join(dirs[log_id % len(dirs)], f"log-{log_id}")
+            self.report.add("missing_log", f"{path} is missing but queued or in-flight events point into it",
+                            log_id=log_id, path=path)
+        floor = min([meta.log_id, *needed])
+        for log_id, path in self.segments:
+            if log_id < floor:
+                self.report.add("orphaned_log", f"{path} lies below the deletion floor log-{floor} and no event "
+                                "points into it: the deletion rule would have removed it (left over by a crash "
+                                "before the deletion, or copied back in)", log_id=log_id, path=path)
+
+    # -- logs -------------------------------------------------------------------------------
+    def _check_sealed(self) -> None:
+        for log_id, path in self.segments[:-1]:
+            try:
+                sealed = read_meta(path) is not None
+            except DecodeError as err:
+                self.report.add("meta_unreadable", f"{path}.meta cannot be read ({err})", log_id=log_id, path=path)
+                continue
+            if not sealed:
+                self.report.add("unsealed_log", f"{path} has no .meta although it is not the newest segment",
+                                log_id=log_id, path=path)
+
+    def _replay(self, phase: str, start: Checkpoint | None) -> ReplayResult | None:
+        def report_progress(done: int, total: int) -> None:
+            if self.progress:
+                self.progress(phase, done, total)
+
+        try:
+            return replay(self.fs, list(self.dirs.data_dirs), start=start, progress=report_progress)
+        except CorruptLogError as err:
+            self.errors.append(err)
+        except ChannelIdentityError as err:
+            self.report.add("channel_identity", str(err))
+        return None
+
+    def _check_identity(self, full: ReplayResult) -> None:
+        channel_id = self.report.channel_id
+        if full.channel_id and channel_id and str(uuid.UUID(bytes=full.channel_id)) != channel_id:
+            self.report.add("channel_identity", f"channel.id names {channel_id} but the segments belong to "
+                            f"{uuid.UUID(bytes=full.channel_id)}")
+
+    def _scan_damage(self) -> None:
+        ranges: list[Damage] = []
+        for index, (log_id, path) in enumerate(self.segments):
+            ranges += self._scan_segment(log_id, path, newest=index == len(self.segments) - 1)
+            if self.progress:
+                self.progress("damage scan", index + 1, len(self.segments))
+        for d in ranges:
+            what = ", ".join(p.type_name for p in d.frames) or "unreadable"
+            self.report.add("corrupt_frame", f"{d.path}: {d.length} damaged bytes at offset {d.offset} "
+                            f"({d.reason}; frames: {what}){' at the end of the segment' if d.tail else ''}",
+                            path=d.path, offset=d.offset, length=d.length, reason=d.reason)
+        for err in self.errors:
+            if not any(d.path == err.path and d.offset <= err.offset <= d.end for d in ranges):
+                self.report.add("corrupt_log", str(err).split(". Nothing was skipped")[0],
+                                path=err.path, offset=err.offset, reason=err.reason)
+
+    def _scan_segment(self, log_id: int, path: str, *, newest: bool) -> list[Damage]:
+        try:
+            meta = read_meta(path)
+        except DecodeError:
+            meta = None  # reported by _check_sealed
+        with open_image(path) as (image, size):
+            problem = header_error(image)
+            if problem:
+                return [Damage(log_id, path, 0, min(size, 64), f"segment header: {problem}", tail=False)]
+            items = list(walk(image, size, log_id, path, data_end=meta.data_end if meta else None))
+        if newest and meta is None:
+            items = _without_torn_tail(items)
+        return [item for item in items if isinstance(item, Damage)]
+
+    def _compare(self, resumed: ReplayResult, full: ReplayResult) -> None:
+        a, b = resumed.queue.to_array(), full.queue.to_array()
+        if a == b:
+            return
+        if sorted(a) == sorted(b):
+            self.report.notes.append("checkpoint + replay and the full replay hold the same events in a different "
+                                     "order (concurrent take rollbacks can reorder the live queue; see log-format.md)")
+            return
+        only_checkpoint, only_full = set(a) - set(b), set(b) - set(a)
+        sample = ", ".join(f"log-{p >> 32}@{p & 0xFFFFFFFF}" for p in sorted(only_checkpoint | only_full)[:5])
+        self.report.add("queue_mismatch", f"checkpoint + replay queues {len(a)} events, a full replay {len(b)}: "
+                        f"{len(only_checkpoint)} only in the first, {len(only_full)} only in the second "
+                        f"(e.g. {sample})", checkpoint_queue=len(a), full_replay_queue=len(b),
+                        only_checkpoint=len(only_checkpoint), only_full_replay=len(only_full))
+
+
+def _without_torn_tail(items: list[Piece | Damage]) -> list[Piece | Damage]:
+    """Drop damage in the newest unsealed segment after which no COMMIT follows: a torn write."""
+    commits = [i for i, item in enumerate(items) if isinstance(item, Piece) and item.type == FrameType.COMMIT]
+    last_commit = commits[-1] if commits else -1
+    return [item for i, item in enumerate(items) if not (isinstance(item, Damage) and i > last_commit)]
