@@ -15,6 +15,7 @@ Hierarchy::
         │   └── TransactionCapacityError
         ├── EventTooLargeError         one event exceeds ``max_event_size``
         ├── CorruptLogError            a log record failed validation (carries path + offset)
+        ├── LogReadError               the OS failed to read a log segment (EIO); nothing was taken
         └── ChannelIdentityError       data and checkpoint dirs belong to different channels
 
 Callers decide what to retry with ``isinstance(err, TransientError)``. Every message says
@@ -35,6 +36,7 @@ __all__ = [
     "DiskSpaceError",
     "EventTooLargeError",
     "IngestError",
+    "LogReadError",
     "TransactionCapacityError",
     "TransactionError",
     "TransientError",
@@ -71,7 +73,8 @@ class DiskSpaceError(TransientError):
         super().__init__(
             f"not enough disk space in {path}: {free_bytes} bytes free, {needed_bytes} needed "
             f"and {min_free_bytes} must stay free (min_free_bytes); nothing was written. "
-            "Free space on that volume or drain the channel, then retry"
+            "Free space on that volume, or drain the channel (takes keep working; drained segments "
+            "are deleted at the next checkpoint), then retry"
         )
         self.path, self.free_bytes = path, free_bytes
         self.needed_bytes, self.min_free_bytes = needed_bytes, min_free_bytes
@@ -135,6 +138,14 @@ class CorruptLogError(ChannelError):
             "understood, quarantine it with 'ingest-toolkit channel repair' (keeps a backup)"
         )
         self.path, self.offset, self.reason = path, offset, reason
+
+
+class LogReadError(ChannelError):
+    def __init__(self, *, path: str, cause: OSError) -> None:
+        super().__init__(
+            f"reading {path} failed ({cause}); the events stay at the head of the queue. Check the "
+            "disk (dmesg, SMART); if the file is damaged, 'ingest-toolkit channel verify' locates it")
+        self.path, self.cause = path, cause
 
 
 class ChannelIdentityError(ChannelError):

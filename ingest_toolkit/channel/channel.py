@@ -29,6 +29,7 @@ from ..errors import (
     ChannelFailedError,
     ChannelFullError,
     DiskSpaceError,
+    LogReadError,
     TransactionError,
 )
 from . import format as fmt
@@ -122,10 +123,11 @@ class FileChannel:
         self._reader = EventReader(self._fs, self._paths)
         self._writer = self._new_writer()
 
-    def _new_writer(self) -> SegmentWriter:
+    def _new_writer(self, *, draining: bool = False) -> SegmentWriter:
         log_id = self._next_log_id
         directory = self.config.data_dirs[log_id % len(self.config.data_dirs)]
-        self._check_space(directory, self.config.preallocate_bytes + fmt.SEGMENT_HEADER_SIZE)
+        if not draining:
+            self._check_space(directory, self.config.preallocate_bytes + fmt.SEGMENT_HEADER_SIZE)
         try:
             writer = SegmentWriter.create(self._fs, directory, log_id, self.channel_id,
                                           self.config.preallocate_bytes)
@@ -311,9 +313,11 @@ class FileChannel:
             return pointers, []
         try:
             return pointers, self._reader.read(pointers)
-        except BaseException:
+        except BaseException as err:
             with self._cond:
-                self._queue.extendleft(pointers)
+                self._queue.extendleft(pointers)  # nothing was taken
+            if isinstance(err, OSError):
+                raise LogReadError(path=getattr(err, "filename", None) or "log segment", cause=err) from err
             raise
 
     def _commit(self, tx: Transaction) -> None:
@@ -327,7 +331,7 @@ class FileChannel:
                 pointers = self._append(frames, tx.first_seq, tx.last_seq)
                 tx.spilled.extend(pointers[:-1])
             else:
-                self._append(_take_frames(tx), 0, 0)
+                self._append(_take_frames(tx), 0, 0, draining=True)
             tx.appended = True
             self._write_gen += 1
             self._pending.append((self._write_gen, tx))
@@ -359,7 +363,7 @@ class FileChannel:
         # loses nothing and is not raised.
         frame = fmt.encode_frame(FrameType.ROLLBACK, tx.txn_id, 0, encode_rollback(TXN_PUT))
         try:
-            self._append([frame], 0, 0)
+            self._append([frame], 0, 0, draining=True)
         except (OSError, DiskSpaceError, ChannelFailedError) as err:
             log.warning("rollback frame of transaction %d not written (%s); harmless", tx.txn_id, err)
 
@@ -367,8 +371,13 @@ class FileChannel:
         tx.state = state
         self._open.pop(tx.txn_id, None)
 
-    def _append(self, frames: list[bytes], first_seq: int, last_seq: int) -> list[int]:
-        """Write frames at the log's end, rolling segments as needed; returns their pointers."""
+    def _append(self, frames: list[bytes], first_seq: int, last_seq: int, *, draining: bool = False) -> list[int]:
+        """Write frames at the log's end, rolling segments as needed; returns their pointers.
+
+        ``draining`` writes (take commits, rollback frames) skip the ``min_free_bytes`` check:
+        they are small and are what frees space, so a nearly full disk can always be drained. A
+        real ENOSPC still fails them with DiskSpaceError.
+        """
         pointers: list[int] = []
         i = 0
         while i < len(frames):
@@ -376,10 +385,11 @@ class FileChannel:
             room = self.config.max_file_size - writer.position
             j, size = _fit(frames, i, room)
             if j == i or writer.sealed:
-                self._roll()
+                self._roll(draining=draining)
                 continue
             chunk = frames[i:j] if (i, j) != (0, len(frames)) else frames
-            self._check_space(writer.directory, size)
+            if not draining:
+                self._check_space(writer.directory, size)
             try:
                 base = writer.append(b"".join(chunk), len(chunk), first_seq, last_seq)
             except OSError as err:
@@ -390,7 +400,7 @@ class FileChannel:
             i = j
         return pointers
 
-    def _roll(self) -> None:
+    def _roll(self, *, draining: bool = False) -> None:
         while self._syncing:  # the syncing thread uses the current writer's descriptor
             self._cond.wait()
         self._check_usable()
@@ -401,7 +411,7 @@ class FileChannel:
                 raise self._fail(err) from err
             self._mark_synced()
         try:
-            self._writer = self._new_writer()  # on failure the sealed writer stays; next append retries
+            self._writer = self._new_writer(draining=draining)  # on failure the sealed one stays
         except OSError as err:  # not ENOSPC (that is DiskSpaceError): the directory is unusable
             raise self._fail(err) from err
 

@@ -174,6 +174,8 @@ def _plan_segment(log_id: int, path: str, newest: bool, sim: TxnSim) -> SegmentP
         plan.channel_id = head[24:40]
         data_end = plan.meta.data_end if plan.meta is not None else None
         for item in walk(image, size, log_id, path, data_end=data_end):
+            if isinstance(item, Damage) and item.tail and data_end is None and newest:
+                break  # a torn write of a crash: recovery cuts it, nothing was acknowledged there
             if isinstance(item, Damage):
                 plan.damage.append(item)
                 sim.damage(item)

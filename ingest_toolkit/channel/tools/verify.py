@@ -203,9 +203,12 @@ class _Verifier:
             self.report.add("corrupt_frame", f"{d.path}: {d.length} damaged bytes at offset {d.offset} "
                             f"({d.reason}; frames: {what}){' at the end of the segment' if d.tail else ''}",
                             path=d.path, offset=d.offset, length=d.length, reason=d.reason)
+        known = {f.data.get("path") for f in self.report.findings if f.kind in ("unsealed_log", "meta_unreadable")}
         for err in self.errors:
-            if not any(d.path == err.path and d.offset <= err.offset <= d.end for d in ranges):
-                self.report.add("corrupt_log", str(err).split(". Nothing was skipped")[0],
+            if err.path not in known and not any(d.path == err.path and d.offset <= err.offset <= d.end
+                                                 for d in ranges):
+                hint = _MISSING_FRAMES_HINT if "frames are missing" in err.reason and not ranges else ""
+                self.report.add("corrupt_log", str(err).split(". Nothing was skipped")[0] + hint,
                                 path=err.path, offset=err.offset, reason=err.reason)
 
     def _scan_segment(self, log_id: int, path: str, *, newest: bool) -> list[Damage]:
@@ -236,6 +239,11 @@ class _Verifier:
                         f"{len(only_checkpoint)} only in the first, {len(only_full)} only in the second "
                         f"(e.g. {sample})", checkpoint_queue=len(a), full_replay_queue=len(b),
                         only_checkpoint=len(only_checkpoint), only_full_replay=len(only_full))
+
+
+_MISSING_FRAMES_HINT = (" (no damaged bytes were found: the transaction's other frames are in a segment that is "
+                        "missing or was deleted, so a full replay of this log fails; the channel still opens from "
+                        "its checkpoint, but not without one)")
 
 
 def _without_torn_tail(items: list[Piece | Damage]) -> list[Piece | Damage]:
