@@ -116,6 +116,8 @@ class FileChannel:
         self._marks: deque[tuple[int, int]] = deque(recovered.marks)
         self._write_gen = self._synced_gen = 0
         self._syncing = False
+        self._take_calls = 0
+        self._retired: list[SegmentWriter] = []  # sealed while a sync used them; closed after it
         self._pending: deque[tuple[int, Transaction]] = deque()
         self._open: dict[int, Transaction] = {}
         self._failed: BaseException | None = None
@@ -257,7 +259,7 @@ class FileChannel:
             open_txns = sorted(self._open.values(), key=lambda t: t.txn_id)
             snap = Snapshot(
                 checkpoint_id=self._checkpoint_id, queue=self._queue.to_array(),
-                takes=[(t.txn_id, list(t.taken)) for t in open_txns if t.kind is TxnKind.TAKE and t.taken],
+                takes=_take_chunks(open_txns),
                 puts=[(t.txn_id, list(t.spilled)) for t in open_txns if t.kind is TxnKind.PUT and t.spilled],
                 refcounts=dict(self._refcounts), log_id=self._writer.log_id, log_offset=self._writer.position,
                 last_seq=self._seq - 1, next_txn_id=self._next_txn, marks=list(self._marks),
@@ -305,16 +307,27 @@ class FileChannel:
             tx.frames.clear()
             tx.buffered_bytes = 0
 
-    def _take(self, n: int) -> tuple[list[int], list[Event]]:
+    def _take(self, tx: Transaction, n: int) -> list[Event]:
         with self._cond:
             self._check_usable()
             pointers = self._queue.popleft(n)
+            # In the transaction within the same critical section, so a checkpoint never sees
+            # these events neither queued nor in flight; the pop order lets it restore them
+            # exactly where they were.
+            if pointers:
+                tx.take_chunks.append((self._take_calls, len(tx.taken)))
+                self._take_calls += 1
+            tx.taken.extend(pointers)
+            tx.count += len(pointers)
         if not pointers:
-            return pointers, []
+            return []
         try:
-            return pointers, self._reader.read(pointers)
+            return self._reader.read(pointers)
         except BaseException as err:
             with self._cond:
+                del tx.taken[len(tx.taken) - len(pointers):]
+                tx.take_chunks.pop()
+                tx.count -= len(pointers)
                 self._queue.extendleft(pointers)  # nothing was taken
             if isinstance(err, OSError):
                 raise LogReadError(path=getattr(err, "filename", None) or "log segment", cause=err) from err
@@ -401,14 +414,17 @@ class FileChannel:
         return pointers
 
     def _roll(self, *, draining: bool = False) -> None:
-        while self._syncing:  # the syncing thread uses the current writer's descriptor
-            self._cond.wait()
+        # Never releases the lock: an _append that rolls must be atomic for checkpoints, which
+        # would otherwise see frames already written to the old segment but not yet referenced.
         self._check_usable()
         if not self._writer.sealed:
+            in_use = self._syncing  # the sync leader is using this descriptor outside the lock
             try:
-                self._writer.seal()  # syncs: every append so far is durable
+                self._writer.seal(close=not in_use)  # syncs: every append so far is durable
             except OSError as err:
                 raise self._fail(err) from err
+            if in_use:
+                self._retired.append(self._writer)
             self._mark_synced()
         try:
             self._writer = self._new_writer(draining=draining)  # on failure the sealed one stays
@@ -432,11 +448,17 @@ class FileChannel:
                 self._cond.acquire()
                 self._syncing = False
                 self._fsyncs += 1
+                self._close_retired()
             if error is not None:
                 raise self._fail(error) from error
             self._synced_gen = max(self._synced_gen, target)
             self._publish()
             self._cond.notify_all()
+
+    def _close_retired(self) -> None:
+        for writer in self._retired:
+            writer.close_file()
+        self._retired.clear()
 
     def _mark_synced(self) -> None:
         self._synced_gen = self._write_gen
@@ -522,6 +544,17 @@ def _fit(frames: list[bytes], i: int, room: int) -> tuple[int, int]:
 
 def _commit_frame(txn_id: int, kind: int, count: int) -> bytes:
     return fmt.encode_frame(FrameType.COMMIT, txn_id, 0, encode_commit(kind, count))
+
+
+def _take_chunks(txns: list[Transaction]) -> list[tuple[int, list[int]]]:
+    """The pointers of open takes as (txn id, chunk) in the order they left the queue head."""
+    chunks = []
+    for tx in txns:
+        if tx.kind is TxnKind.TAKE and tx.taken:
+            bounds = [start for _order, start in tx.take_chunks] + [len(tx.taken)]
+            for (order, start), end in zip(tx.take_chunks, bounds[1:], strict=True):
+                chunks.append((order, tx.txn_id, tx.taken[start:end]))
+    return [(txn, pointers) for _order, txn, pointers in sorted(chunks)]
 
 
 def _take_frames(tx: Transaction) -> list[bytes]:

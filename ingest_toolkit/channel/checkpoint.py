@@ -29,10 +29,12 @@ from .fs import FileSystem, write_atomic
 from .proto import channel_pb2 as pb
 
 __all__ = ["CHECKPOINT_META", "Checkpoint", "CheckpointInfo", "CheckpointInvalid", "Snapshot",
-           "load_checkpoint", "read_checkpoint_meta", "write_checkpoint"]
+           "decode_meta", "encode_meta", "load_checkpoint", "read_checkpoint_meta", "write_checkpoint"]
 
 CHECKPOINT_META: Final = "checkpoint.meta"
 CHECKPOINT_VERSION: Final = 1
+_META_MAGIC: Final = b"ITKCKPT\n"
+_META_HEADER: Final = struct.Struct("<8sI")  # magic, length of the protobuf that follows
 _QUEUE_MAGIC: Final = b"ITKQUEUE"
 _QUEUE_HEADER: Final = struct.Struct("<8sIIQQ")  # magic, version, reserved, checkpoint id, count
 
@@ -90,7 +92,7 @@ def write_checkpoint(fs: FileSystem, directory: str, channel_id: bytes, snap: Sn
         _write_synced(fs, os.path.join(directory, name), data)
     fs.sync_dir(directory)
     meta = _meta(snap, channel_id, queue_name, queue_data, inflight_name, inflight_data)
-    write_atomic(fs, os.path.join(directory, CHECKPOINT_META), meta.SerializeToString())
+    write_atomic(fs, os.path.join(directory, CHECKPOINT_META), encode_meta(meta))
     _remove_stale(fs, directory, keep=(queue_name, inflight_name))
     return meta
 
@@ -112,6 +114,12 @@ def _meta(snap: Snapshot, channel_id: bytes, queue_name: str, queue_data: bytes,
         checkpoint_interval_ms=snap.interval_ms, oldest_commit_unix_ns=oldest,
         puts_committed=snap.puts_committed, takes_committed=snap.takes_committed,
         log_bytes=snap.log_bytes)
+
+
+def encode_meta(meta: pb.CheckpointMeta) -> bytes:
+    """``checkpoint.meta`` bytes: magic, length, the protobuf, CRC32C of all before it."""
+    body = _META_HEADER.pack(_META_MAGIC, meta.ByteSize()) + meta.SerializeToString()
+    return body + struct.pack("<I", crc32c(body))
 
 
 def _encode_queue(checkpoint_id: int, queue: array[int]) -> bytes:
@@ -180,10 +188,21 @@ def _read_meta(path: str) -> pb.CheckpointMeta | None:
             data = f.read()
     except FileNotFoundError:
         return None
+    return decode_meta(data, path)
+
+
+def decode_meta(data: bytes, path: str = CHECKPOINT_META) -> pb.CheckpointMeta:
+    """Parse and validate ``checkpoint.meta`` bytes; raises CheckpointInvalid."""
     if not data:
         raise CheckpointInvalid(path, "empty file")
+    head = _META_HEADER.size
+    if len(data) < head + 4 or data[:8] != _META_MAGIC:
+        raise CheckpointInvalid(path, "not a checkpoint.meta file (bad magic or too short)")
+    size = _META_HEADER.unpack_from(data)[1]
+    if len(data) != head + size + 4 or crc32c(data[:-4]) != struct.unpack_from("<I", data, len(data) - 4)[0]:
+        raise CheckpointInvalid(path, f"truncated or damaged: {len(data)} bytes, checksum or length mismatch")
     try:
-        meta = pb.CheckpointMeta.FromString(data)
+        meta = pb.CheckpointMeta.FromString(data[head:-4])
     except Exception as err:  # protobuf raises DecodeError, a bare Exception subclass
         raise CheckpointInvalid(path, f"not a valid CheckpointMeta ({err})") from None
     if meta.format_version != CHECKPOINT_VERSION:

@@ -84,11 +84,18 @@ def _identity(fs: FileSystem, path: str, stored: bytes | None, found: bytes | No
 
 
 def _remove_incomplete(fs: FileSystem, data_dirs: list[str], known: dict[int, str]) -> None:
+    """Remove a segment whose creation never completed, and the .meta of deleted segments
+    (a crash between deleting ``log-<id>`` and its ``.meta`` leaves the latter behind)."""
     for directory in data_dirs:
         for log_id, path in list_segments(fs, directory):
             if log_id not in known:
                 log.warning("removing %s: a segment whose creation did not complete", path)
                 fs.unlink(path)
+        for name in fs.listdir(directory):
+            stem = name.removeprefix("log-").removesuffix(".meta")
+            if name.startswith("log-") and name.endswith(".meta") and stem.isdigit() and int(stem) not in known:
+                log.info("removing %s: metadata of a segment deleted before a crash", name)
+                fs.unlink(os.path.join(directory, name))
 
 
 def _check_referenced(result: ReplayResult, paths: dict[int, str], config: ChannelConfig) -> None:

@@ -52,6 +52,7 @@ class ReplayStats:
     txns_dropped: int = 0
     torn_bytes: int = 0
     orphan_takes: int = 0
+    partial_txns: int = 0  # transactions that began in deleted segments (full replay only)
     seconds: float = 0.0
 
 
@@ -88,6 +89,10 @@ class _State:
         self.takes: dict[int, list[int]] = {}
         self.removed: set[int] = set()  # committed takes not (yet) at the head
         self.refs: Counter[int] = Counter()  # log id -> pointers in the queue, kept as they move
+        # A full replay whose oldest segment is not log 1 starts after deleted history.
+        self.truncated = False
+        self.in_first_segment = False
+        self.first_segment_txns: set[int] = set()
         self.stats = ReplayStats()
         self.max_seq = 0
         self.max_txn = 0
@@ -96,7 +101,7 @@ class _State:
 
     def _seed(self, start: Checkpoint) -> None:
         self.queue.extend(start.queue)
-        for _txn, pointers in sorted(start.takes, reverse=True):  # oldest take ends at the head
+        for _txn, pointers in reversed(start.takes):  # chunks in pop order: the first ends at the head
             self.queue.extendleft(pointers)
         self.puts = {txn: list(pointers) for txn, pointers in start.puts}
         self.refs.update(start.meta.log_refcounts)  # counts queued + open takes, as seeded here
@@ -105,7 +110,11 @@ class _State:
 
     def commit(self, txn: int, kind: int, count: int, path: str, offset: int) -> None:
         pointers = (self.puts if kind == TXN_PUT else self.takes).pop(txn, [])
-        if len(pointers) != count:
+        if len(pointers) < count and self._began_before_history(txn, pointers):
+            # Its first frames were in a segment deleted as drained: those events were all taken
+            # (PUT), or refer to puts that were (TAKE). Applying the frames found is exact.
+            self.stats.partial_txns += 1
+        elif len(pointers) != count:
             raise CorruptLogError(
                 path=path, offset=offset,
                 reason=f"COMMIT of transaction {txn} counts {count} events but {len(pointers)} "
@@ -117,6 +126,10 @@ class _State:
         else:
             self._remove(pointers)
             self.stats.takes_committed += count
+
+    def _began_before_history(self, txn: int, pointers: list[int]) -> bool:
+        """Could this transaction's missing frames lie in deleted segments?"""
+        return self.truncated and (not pointers or self.in_first_segment or txn in self.first_segment_txns)
 
     def _remove(self, pointers: list[int]) -> None:
         queue = self.queue
@@ -161,13 +174,18 @@ def replay(fs: FileSystem, data_dirs: list[str], *, start: Checkpoint | None = N
     _check_unique_ids(segments)
     state, infos, channel_id = _State(start), [], None
     first_log, first_offset = (start.meta.log_id, start.meta.log_offset) if start else (0, 0)
+    state.truncated = start is None and bool(segments) and segments[0][0] > 1
     for index, (log_id, path) in enumerate(segments):
         newest = index == len(segments) - 1
         if log_id < first_log:
             infos.append(_skipped_segment(log_id, path))
             continue
         offset = first_offset if log_id == first_log else 0
+        state.in_first_segment = state.truncated and not infos
         info, seg_channel = _replay_segment(state, log_id, path, newest=newest, offset=offset)
+        if state.in_first_segment:  # what is still pending may have begun in deleted segments
+            state.first_segment_txns = set(state.puts) | set(state.takes)
+            state.in_first_segment = False
         if info is None:
             continue
         channel_id = _same_channel(channel_id, seg_channel, path)

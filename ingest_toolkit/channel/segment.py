@@ -113,14 +113,22 @@ class SegmentWriter:
     def sync(self) -> None:
         self.file.sync()
 
-    def seal(self) -> None:
-        """Make the segment final: sync, cut the preallocated tail, record ``.meta``."""
+    def seal(self, *, close: bool = True) -> None:
+        """Make the segment final: sync, cut the preallocated tail, record ``.meta``.
+
+        ``close=False`` keeps the descriptor open for a sync running in another thread; the
+        caller closes it with :meth:`close_file` once that sync is done.
+        """
         self.file.sync()
         self.file.truncate(self.position)
         self.file.sync()
-        self.file.close()
+        if close:
+            self.file.close()
         self.sealed = True
         write_atomic(self.fs, meta_path(self.path), self.meta().SerializeToString())
+
+    def close_file(self) -> None:
+        self.file.close()
 
     def abandon(self) -> None:
         """Close without sealing (after an I/O error); recovery treats it as a crashed segment."""

@@ -59,6 +59,7 @@ class Transaction:
         self.last_seq = 0
         self.spilled: list[int] = []  # pointers of PUT frames already written
         self.taken: list[int] = []  # pointers this transaction took
+        self.take_chunks: list[tuple[int, int]] = []  # (channel-wide pop order, index in taken)
         self.appended = False  # the COMMIT frame reached the log
 
     # -- puts -----------------------------------------------------------------------------
@@ -114,10 +115,7 @@ class Transaction:
         if max_events < 0:
             raise ValueError("max_events must be >= 0")
         self._begin(TxnKind.TAKE, max_events)
-        pointers, events = self._channel._take(max_events)
-        self.taken.extend(pointers)
-        self.count += len(pointers)
-        return events
+        return self._channel._take(self, max_events)
 
     # -- ending ---------------------------------------------------------------------------
     def commit(self) -> None:

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from .inspection import InspectReport, LogFileInfo
     from .repair import RepairReport, SegmentPlan
     from .scan import Damage, Piece
-    from .txnsim import DroppedTxn
+    from .txnsim import DroppedTxn, LostEvent
     from .verify import VerifyReport
 
 __all__ = ["inspect_json", "print_inspect", "print_repair", "print_verify", "repair_json", "verify_json"]
@@ -61,9 +61,15 @@ def repair_json(report: RepairReport) -> dict[str, Any]:
     return {
         "format": REPAIR_FORMAT, "dry_run": report.dry_run, "changed": report.changed,
         "scanned_segments": report.scanned, "segments": [_plan_json(p) for p in report.segments],
-        "transactions_dropped": [_dropped_json(d) for d in report.dropped], "events_lost": report.events_lost,
+        "transactions_dropped": [_dropped_json(d) for d in report.dropped],
+        "damaged_events": [_event_json(e) for e in report.unattributed], "events_lost": report.events_lost,
         "backups": report.backups, "checkpoint_removed": report.checkpoint_removed,
         "queue_after": report.queue_after}
+
+
+def _event_json(e: LostEvent) -> dict[str, Any]:
+    return {"seq": e.seq, "log_id": e.pointer >> 32, "offset": e.pointer & 0xFFFFFFFF, "verified": e.verified,
+            "already_taken": e.already_taken}
 
 
 def _plan_json(plan: SegmentPlan) -> dict[str, Any]:
@@ -71,7 +77,7 @@ def _plan_json(plan: SegmentPlan) -> dict[str, Any]:
         "log_id": plan.log_id, "path": plan.path,
         "ranges": [_damage_json(d) for d in plan.damage],
         "commits_neutralised": [{"offset": c.offset, "length": c.length, "txn_id": c.txn} for c in plan.commits],
-        "truncate_to": plan.cut, "meta_rewritten": plan.meta_changes}
+        "truncate_to": plan.cut, "meta_rewritten": plan.meta_changes, "meta_unreadable": plan.meta_broken}
 
 
 def _damage_json(d: Damage) -> dict[str, Any]:
@@ -88,8 +94,7 @@ def _piece_json(p: Piece) -> dict[str, Any]:
 def _dropped_json(d: DroppedTxn) -> dict[str, Any]:
     return {"txn_id": d.txn_id, "kind": d.kind, "cause": d.cause,
             "commit": {"path": d.commit[0], "offset": d.commit[1]} if d.commit else None,
-            "events": [{"seq": e.seq, "log_id": e.pointer >> 32, "offset": e.pointer & 0xFFFFFFFF,
-                        "verified": e.verified, "already_taken": e.already_taken} for e in d.events],
+            "events": [_event_json(e) for e in d.events],
             "unreadable_events": d.unreadable, "events_lost": d.events_lost, "events_returned": d.returned}
 
 
@@ -155,6 +160,9 @@ def print_repair(console: Console, report: RepairReport) -> None:
     console.print(table)
     for d in report.dropped:
         console.print(_dropped_line(d, report.dry_run))
+    loose = [f"{e.seq}?" for e in report.unattributed if not e.already_taken]
+    if loose:
+        console.print(f"damaged PUT frames of no known transaction (possibly uncommitted): seq {', '.join(loose)}")
     console.print(f"events lost: {report.events_lost}")
     if report.dry_run:
         console.print("run again with --yes to apply; backups of every changed file are kept")
@@ -175,7 +183,8 @@ def _plan_rows(table: Table, plan: SegmentPlan) -> None:
         table.add_row(plan.path, str(c.offset), str(c.length), "NOOP", f"COMMIT txn {c.txn}",
                       "its transaction lost frames")
     if plan.meta_changes and not plan.damage and not plan.commits:
-        table.add_row(plan.path, "-", "-", "write .meta", "", f"data_end {plan.end}")
+        why = "unreadable .meta" if plan.meta_broken else "no .meta" if plan.meta is None else ".meta disagrees"
+        table.add_row(plan.path, "-", "-", "write .meta", "", f"{why}: data_end {plan.end}")
 
 
 def _piece_text(p: Piece) -> str:
@@ -186,8 +195,9 @@ def _piece_text(p: Piece) -> str:
 def _dropped_line(d: DroppedTxn, dry_run: bool) -> str:
     verb = "would be dropped" if dry_run else "dropped"
     if d.kind == "take":
-        return (f"take transaction {d.txn_id} {verb} ({d.cause}): its {d.returned} events go back to the "
-                "queue and will be delivered again")
+        count = "an unknown number of" if d.returned is None else str(d.returned)
+        return (f"take transaction {d.txn_id} {verb} ({d.cause}): {count} events it had taken go back to "
+                "the queue and will be delivered again")
     lost = [e for e in d.events if not e.already_taken]
     text = f"put transaction {d.txn_id} {verb} ({d.cause}): {d.events_lost} events lost"
     verified = [e.seq for e in lost if e.verified]

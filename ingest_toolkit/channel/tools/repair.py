@@ -19,8 +19,11 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from google.protobuf.message import DecodeError
 
 from ...errors import ChannelIdentityError, CorruptLogError
 from .. import format as fmt
@@ -32,8 +35,8 @@ from ..replay import replay
 from ..segment import meta_path, read_meta
 from .common import ChannelDirs, PhaseProgress, ToolError, offline, segments_of
 from .render import repair_json
-from .scan import Damage, Piece, header_error, noop_frames, noop_sizes, open_image, walk
-from .txnsim import DroppedTxn, TxnSim
+from .scan import Damage, Piece, header_error, noop_frames, noop_sizes, open_image, walk, without_torn_tail
+from .txnsim import DroppedTxn, LostEvent, TxnSim
 
 __all__ = ["RepairReport", "SegmentPlan", "plan_repair", "repair_channel"]
 
@@ -46,6 +49,7 @@ class SegmentPlan:
     path: str
     newest: bool
     meta: pb.SegmentMeta | None
+    meta_broken: bool = False  # .meta exists but cannot be parsed: rebuilt from the frames
     size: int = 0
     channel_id: bytes = b""
     damage: list[Damage] = field(default_factory=list)
@@ -85,7 +89,7 @@ class SegmentPlan:
     @property
     def meta_changes(self) -> bool:
         if self.meta is None:
-            return self.seal
+            return self.seal or self.meta_broken
         return bool(self.damage or self.commits) or self.meta.data_end != self.end
 
     @property
@@ -108,6 +112,7 @@ class RepairReport:
     scanned: int  # segments scanned
     segments: list[SegmentPlan]  # the ones that change
     dropped: list[DroppedTxn]
+    unattributed: list[LostEvent]  # damaged PUT frames of no dropped transaction (possibly uncommitted)
     backups: list[str] = field(default_factory=list)
     checkpoint_removed: bool = False
     queue_after: int | None = None  # events queued according to the replay after the repair
@@ -118,7 +123,8 @@ class RepairReport:
 
     @property
     def events_lost(self) -> int:
-        return sum(d.events_lost for d in self.dropped)
+        """Events that will not be delivered, counting damaged ones of unknown transactions too."""
+        return sum(d.events_lost for d in self.dropped) + sum(not e.already_taken for e in self.unattributed)
 
     def to_json(self) -> dict[str, Any]:
         return repair_json(self)
@@ -143,6 +149,7 @@ def plan_repair(dirs: ChannelDirs, *, dry_run: bool = True, progress: PhaseProgr
     sim = TxnSim()
     plans = []
     for index, (log_id, path) in enumerate(segments):
+        sim.segment(log_id, index)
         plans.append(_plan_segment(log_id, path, index == len(segments) - 1, sim))
         if progress:
             progress("scan", index + 1, len(segments))
@@ -150,7 +157,7 @@ def plan_repair(dirs: ChannelDirs, *, dry_run: bool = True, progress: PhaseProgr
     if sim.unexplained:
         raise ToolError("repair cannot proceed, nothing was changed: " + "; ".join(sim.unexplained))
     return RepairReport(dirs.checkpoint_dir, list(dirs.data_dirs), dry_run, len(segments),
-                        [p for p in plans if p.changed], dropped)
+                        [p for p in plans if p.changed], dropped, sim.unattributed)
 
 
 def _check_unique(segments: list[tuple[int, str]]) -> None:
@@ -161,7 +168,10 @@ def _check_unique(segments: list[tuple[int, str]]) -> None:
 
 
 def _plan_segment(log_id: int, path: str, newest: bool, sim: TxnSim) -> SegmentPlan:
-    plan = SegmentPlan(log_id, path, newest, read_meta(path))
+    try:
+        plan = SegmentPlan(log_id, path, newest, read_meta(path))
+    except DecodeError:
+        plan = SegmentPlan(log_id, path, newest, None, meta_broken=True)
     with open_image(path) as (image, size):
         plan.size = size
         head = bytes(image[: fmt.SEGMENT_HEADER_SIZE])
@@ -172,14 +182,19 @@ def _plan_segment(log_id: int, path: str, newest: bool, sim: TxnSim) -> SegmentP
             raise ToolError(f"{path}: the segment header is damaged ({problem}); repair does not rebuild "
                             "headers. Nothing was changed: restore the file from a backup")
         plan.channel_id = head[24:40]
-        data_end = plan.meta.data_end if plan.meta is not None else None
-        for item in walk(image, size, log_id, path, data_end=data_end):
-            if isinstance(item, Damage) and item.tail and data_end is None and newest:
-                break  # a torn write of a crash: recovery cuts it, nothing was acknowledged there
+        data_end = plan.meta.data_end if plan.meta is not None else (size if plan.meta_broken else None)
+        items: Iterable[Piece | Damage] = walk(image, size, log_id, path, data_end=data_end)
+        if newest and data_end is None:
+            items = without_torn_tail(list(items))  # recovery cuts a torn write; not repair's business
+        for item in items:
             if isinstance(item, Damage):
+                if item.missing and plan.meta is not None:
+                    item.reason += (f"; its .meta recorded {plan.meta.frames} frames and PUT sequence numbers "
+                                    f"up to {plan.meta.last_seq}: events of the missing part cannot be listed")
                 plan.damage.append(item)
-                sim.damage(item)
-                plan.end = item.offset if item.tail else item.end
+                sim.damage(item, image)
+                if not item.missing:  # bytes that are not there do not move the end
+                    plan.end = item.offset if item.tail else item.end
             else:
                 plan.keep(item)
                 if sim.frame(log_id, path, item, image):
@@ -194,15 +209,16 @@ def _apply_all(fs: FileSystem, dirs: ChannelDirs, report: RepairReport) -> None:
     try:
         for plan in report.segments:
             backup, meta_backup = _backup(plan.path, stamp), None
-            if plan.meta is not None:
+            if os.path.exists(meta_path(plan.path)):
                 meta_backup = _backup(meta_path(plan.path), stamp)
+            fs.sync_dir(os.path.dirname(plan.path))  # the backups are durable before any change
             done.append((plan, backup, meta_backup))
             report.backups += [b for b in (backup, meta_backup) if b]
             _apply(fs, plan)
         for directory in dirs.data_dirs:
             fs.sync_dir(directory)
         report.queue_after = len(replay(fs, list(dirs.data_dirs)).queue)
-    except (CorruptLogError, ChannelIdentityError, OSError) as err:
+    except (CorruptLogError, ChannelIdentityError, DecodeError, OSError) as err:
         _restore(fs, done)
         raise ToolError(f"repair undone, the original files are back in place: {err}") from err
     report.checkpoint_removed = _remove_checkpoint(fs, dirs.checkpoint_dir)

@@ -26,7 +26,7 @@ from ..proto import channel_pb2 as pb
 from ..segment import scan_segment
 
 __all__ = ["NOOP_MAX", "Damage", "Image", "Piece", "header_error", "noop_frame", "noop_frames", "noop_size_ok",
-           "noop_sizes", "open_image", "walk"]
+           "noop_sizes", "open_image", "walk", "without_torn_tail"]
 
 NOOP_MAX = 1 << 24  # the largest NOOP frame repair writes
 _MIN = fmt.FRAME_OVERHEAD
@@ -116,6 +116,19 @@ def walk(image: Image, size: int, log_id: int, path: str, *,
                      reason=f"sealed with {data_end} bytes but the file holds {size}: cut short")
 
 
+def without_torn_tail(items: list[Piece | Damage]) -> list[Piece | Damage]:
+    """The items of the newest, unsealed segment before its torn tail, if it has one.
+
+    As recovery sees it (log-format.md, section 5): damage after which no valid COMMIT frame
+    follows is a write torn by a crash; nothing in it or after it was acknowledged, and
+    recovery cuts it. Only damage followed by a COMMIT is damage to written data.
+    """
+    commits = [i for i, item in enumerate(items) if isinstance(item, Piece) and item.type == FrameType.COMMIT]
+    last_commit = commits[-1] if commits else -1
+    torn = next((i for i, item in enumerate(items) if isinstance(item, Damage) and i > last_commit), None)
+    return items if torn is None else items[:torn]
+
+
 def _damage(image: Image, start: int, size: int, log_id: int, path: str, reason: str) -> Damage:
     at = _resync(image, start + 1, size)
     absorbed: list[Piece] = []
@@ -156,10 +169,10 @@ def _guess(image: Image, start: int, end: int) -> list[Piece]:
     pos = start
     while pos + fmt.FRAME_HEADER.size <= end and len(found) < _GUESS_LIMIT:
         magic, ftype, _flags, length, txn, seq = fmt.FRAME_HEADER.unpack_from(image, pos)
-        if magic != fmt.FRAME_MAGIC or ftype not in _KNOWN_TYPES or not _MIN <= length <= end - pos:
+        if magic != fmt.FRAME_MAGIC or ftype not in _KNOWN_TYPES or not _MIN <= length <= fmt.MAX_FRAME_SIZE:
             break
         found.append(Piece(pos, ftype, length, txn, seq, verified=False))
-        pos += length
+        pos += length  # a length past ``end`` (a frame cut off) ends the chain
     return found
 
 

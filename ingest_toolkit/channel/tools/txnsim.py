@@ -10,6 +10,11 @@ transaction, or the range starts right after the transaction's last frame) is dr
 A dropped put loses its events, except those a committed take had already removed (they were
 delivered; only their record goes). A dropped take gives its events back to the queue: they are
 delivered again.
+
+PUT frames read from damaged bytes are attributed by the transaction id in their header; one whose
+header names no dropped transaction fills a missing slot of the next dropped COMMIT after it
+(a transaction's frames precede its COMMIT). What is left is reported as damaged events of an
+unknown, possibly uncommitted, transaction.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ class DroppedTxn:
     commit: tuple[str, int] | None = None  # (path, offset) of the COMMIT frame neutralised
     events: list[LostEvent] = field(default_factory=list)  # a put's events
     unreadable: int = 0  # a put's events whose frames were not readable at all
-    returned: int = 0  # a take's events, back in the queue
+    returned: int | None = 0  # a take's events, back in the queue (None: how many is unknown)
 
     @property
     def events_lost(self) -> int:
@@ -54,8 +59,12 @@ class _Drop:
     kind: str
     cause: str
     commit: tuple[str, int] | None
+    position: int  # pointer of the COMMIT frame neutralised (the end of the log for the others)
     found: list[tuple[int, int]]  # (pointer, seq) of the put frames that remain
     count: int | None  # events the COMMIT counted (None: the COMMIT itself was lost)
+
+
+_END = 1 << 64
 
 
 class TxnSim:
@@ -67,17 +76,37 @@ class TxnSim:
         self.watch: set[int] = set()  # pointers of dropped or damaged events
         self.taken: set[int] = set()  # watched or pending pointers a committed take removed
         self.in_damage: dict[int, list[tuple[Damage, Piece]]] = {}  # txn -> frames in damage
+        self.resolved: set[int] = set()  # txns named in damage that committed or rolled back later
+        self.damaged_counts: dict[int, int] = {}  # txn -> count of a COMMIT read from damage
         self.damage_starts: dict[tuple[int, int], Damage] = {}
         self.drops: list[_Drop] = []
         self.unexplained: list[str] = []
+        self.unattributed: list[LostEvent] = []  # damaged PUT frames of no known dropped transaction
+        # As replay: when the oldest segment is not log 1, history before it was deleted, and a
+        # COMMIT in it (or of a transaction pending at its end) may count frames that were there.
+        self.truncated = self.in_first = False
+        self.first_txns: set[int] = set()
 
     # -- feeding ----------------------------------------------------------------------------
-    def damage(self, damage: Damage) -> None:
+    def segment(self, log_id: int, index: int) -> None:
+        """Called before the frames of each segment, in log order."""
+        if index == 0:
+            self.truncated = self.in_first = log_id > 1
+        elif self.in_first:
+            self.first_txns = set(self.puts) | set(self.takes)
+            self.in_first = False
+
+    def damage(self, damage: Damage, image: Image) -> None:
         self.damage_starts[(damage.log_id, damage.offset)] = damage
         for piece in damage.frames:
             self.in_damage.setdefault(piece.txn, []).append((damage, piece))
             if piece.type == FrameType.PUT:
                 self.watch.add((damage.log_id << 32) | piece.offset)
+            elif piece.type == FrameType.COMMIT and piece.end <= len(image):
+                try:
+                    self.damaged_counts[piece.txn] = decode_commit(image[piece.offset + _HEAD: piece.end - 4])[1]
+                except Exception:  # protobuf's DecodeError: the payload is damaged too
+                    pass
 
     def frame(self, log_id: int, path: str, piece: Piece, image: Image) -> bool:
         """Apply one valid frame; True when it is a COMMIT that must be neutralised."""
@@ -88,53 +117,64 @@ class TxnSim:
             self.pending.add(pointer)
         elif piece.type == FrameType.TAKE:
             self.takes.setdefault(txn, []).extend(decode_take(image[piece.offset + _HEAD: piece.end - 4]))
-        elif piece.type == FrameType.COMMIT:
+        elif piece.type in (FrameType.COMMIT, FrameType.ROLLBACK):
             self.last.pop(txn, None)
-            kind, count = decode_commit(image[piece.offset + _HEAD: piece.end - 4])
-            return self._commit(txn, kind, count, path, piece.offset)
-        elif piece.type == FrameType.ROLLBACK:
+            if txn in self.in_damage:
+                self.resolved.add(txn)
+            if piece.type == FrameType.COMMIT:
+                kind, count = decode_commit(image[piece.offset + _HEAD: piece.end - 4])
+                return self._commit(txn, kind, count, path, (log_id << 32) | piece.offset)
             self.pending.difference_update(p for p, _ in self.puts.pop(txn, []))
             self.takes.pop(txn, None)
         if piece.type in (FrameType.PUT, FrameType.TAKE):
             self.last[txn] = (log_id, piece.end)
         return False
 
-    def _commit(self, txn: int, kind: int, count: int, path: str, offset: int) -> bool:
-        if kind == TXN_PUT:
-            found = self.puts.pop(txn, [])
-            self.pending.difference_update(p for p, _ in found)
-            if len(found) == count:
-                return False
-        else:
-            pointers = self.takes.pop(txn, [])
-            if len(pointers) == count:
-                if self.watch or self.pending:
-                    self.taken.update(p for p in pointers if p in self.watch or p in self.pending)
-                return False
-            found = []
+    def _commit(self, txn: int, kind: int, count: int, path: str, pointer: int) -> bool:
+        found = self.puts.pop(txn, []) if kind == TXN_PUT else []
+        pointers = self.takes.pop(txn, []) if kind != TXN_PUT else []
+        self.pending.difference_update(p for p, _ in found)
+        if len(found if kind == TXN_PUT else pointers) == count:
+            if pointers and (self.watch or self.pending):
+                self.taken.update(p for p in pointers if p in self.watch or p in self.pending)
+            return False
+        offset = pointer & 0xFFFFFFFF
+        found_count = len(found) if kind == TXN_PUT else len(pointers)
+        if not self.damage_starts and found_count < count and self._began_before_history(txn, found_count):
+            return False  # replay applies what is left: the rest was in deleted segments
         if not self.damage_starts:
             self.unexplained.append(
                 f"COMMIT of transaction {txn} in {path} at offset {offset} counts {count} events but "
-                f"{len(found) if kind == TXN_PUT else len(pointers)} remain, and no damaged range precedes "
-                "it: the missing frames are in a deleted segment, so a full replay of this log fails")
+                f"{found_count} remain, no damaged range precedes it, and it did not begin before the "
+                "oldest segment: a segment in the middle of the log is missing, so a full replay fails")
             return False
         self.watch.update(p for p, _ in found)
         cause = f"COMMIT counts {count} events but frames were lost in a damaged range; COMMIT neutralised"
-        self.drops.append(_Drop(txn, "put" if kind == TXN_PUT else "take", cause, (path, offset), found, count))
+        self.drops.append(_Drop(txn, "put" if kind == TXN_PUT else "take", cause, (path, offset), pointer,
+                                found, count))
         return True
+
+    def _began_before_history(self, txn: int, found: int) -> bool:
+        return self.truncated and (not found or self.in_first or txn in self.first_txns)
 
     # -- result -----------------------------------------------------------------------------
     def finish(self) -> list[DroppedTxn]:
         """Every transaction the repair drops, in the order they were found."""
+        dropped = {d.txn for d in self.drops}
         for txn, found in self.puts.items():
-            cause = self._lost_commit(txn)
-            if cause:
-                self.drops.append(_Drop(txn, "put", cause, None, found, None))
+            if cause := self._lost_commit(txn):
+                self.drops.append(_Drop(txn, "put", cause, None, _END, found, None))
         for txn, pointers in self.takes.items():
-            cause = self._lost_commit(txn)
-            if cause:
-                self.drops.append(_Drop(txn, "take", cause, None, [(p, 0) for p in pointers], None))
-        return [self._result(drop) for drop in self.drops]
+            if cause := self._lost_commit(txn):
+                count = self.damaged_counts.get(txn, len(pointers))
+                self.drops.append(_Drop(txn, "take", cause, None, _END, [], count))
+        dropped |= set(self.puts) | set(self.takes)
+        for txn, pieces in self.in_damage.items():
+            if txn not in dropped and txn not in self.resolved:
+                self._damage_only(txn, pieces)
+        results = [self._result(drop) for drop in self.drops]
+        self._attribute(results)
+        return results
 
     def _lost_commit(self, txn: int) -> str | None:
         """Why an uncommitted transaction lost its COMMIT to damage; None if it did not."""
@@ -148,18 +188,53 @@ class TxnSim:
             return None  # open at a crash or rolled back: uncommitted anyway
         return f"its COMMIT frame was in the damaged range at {damage.path}:{damage.offset}"
 
+    def _damage_only(self, txn: int, pieces: list[tuple[Damage, Piece]]) -> None:
+        """A transaction whose every frame was in damaged ranges.
+
+        Only when its COMMIT was read there too, or the range runs to the end of the segment (where
+        the COMMIT may have been): otherwise the id may be a damaged header's, and its PUT frames
+        are attributed by position instead (:meth:`_attribute`).
+        """
+        types = {p.type for _, p in pieces}
+        if FrameType.ROLLBACK in types or not types & {FrameType.PUT, FrameType.TAKE}:
+            return
+        if FrameType.COMMIT not in types and not any(d.tail for d, _ in pieces):
+            return
+        damage = pieces[0][0]
+        cause = f"all its frames were in the damaged range at {damage.path}:{damage.offset}"
+        if FrameType.PUT in types:
+            self.drops.append(_Drop(txn, "put", cause, None, _END, [], None))
+        else:
+            self.drops.append(_Drop(txn, "take", cause, None, _END, [], self.damaged_counts.get(txn)))
+
     def _result(self, drop: _Drop) -> DroppedTxn:
         result = DroppedTxn(drop.txn, drop.kind, drop.cause, drop.commit)
         if drop.kind == "take":
-            result.returned = drop.count if drop.count is not None else len(drop.found)
+            result.returned = drop.count
             return result
-        events = [LostEvent(seq, p, True, p in self.taken) for p, seq in drop.found]
-        for damage, piece in self.in_damage.get(drop.txn, []):
-            if piece.type == FrameType.PUT:
-                pointer = (damage.log_id << 32) | piece.offset
-                events.append(LostEvent(piece.seq, pointer, piece.verified, pointer in self.taken))
-        events.sort(key=lambda e: e.pointer)
-        result.events = events
+        result.events = [LostEvent(seq, p, True, p in self.taken) for p, seq in drop.found]
+        result.events += [self._event(damage, piece) for damage, piece in self.in_damage.get(drop.txn, [])
+                          if piece.type == FrameType.PUT]
+        result.events.sort(key=lambda e: e.pointer)
         if drop.count is not None:
-            result.unreadable = max(drop.count - len(events), 0)
+            result.unreadable = max(drop.count - len(result.events), 0)
         return result
+
+    def _event(self, damage: Damage, piece: Piece) -> LostEvent:
+        pointer = (damage.log_id << 32) | piece.offset
+        return LostEvent(piece.seq, pointer, piece.verified, pointer in self.taken)
+
+    def _attribute(self, results: list[DroppedTxn]) -> None:
+        """Give damaged PUT frames of unknown transactions to the dropped COMMITs missing frames."""
+        puts = {r.txn_id for r in results if r.kind == "put"}
+        loose = sorted((self._event(d, p) for pieces in self.in_damage.values() for d, p in pieces
+                        if p.type == FrameType.PUT and p.txn not in puts), key=lambda e: e.pointer)
+        slots = sorted(((drop.position, result) for drop, result in zip(self.drops, results, strict=True)
+                        if result.unreadable), key=lambda slot: slot[0])
+        for event in loose:
+            target = next((r for position, r in slots if position > event.pointer and r.unreadable), None)
+            if target is None:
+                self.unattributed.append(event)
+                continue
+            target.events.append(event)
+            target.unreadable -= 1

@@ -23,13 +23,13 @@ from google.protobuf.message import DecodeError
 
 from ...errors import ChannelIdentityError, CorruptLogError
 from ..checkpoint import Checkpoint, CheckpointInvalid, load_checkpoint
-from ..format import FrameType
+from ..format import SEGMENT_HEADER_SIZE as HEADER
 from ..fs import FileSystem, OsFileSystem
 from ..replay import ReplayResult, count_refs, replay
 from ..segment import read_meta
 from .common import ChannelDirs, PhaseProgress, offline, read_channel_id, segments_of
 from .render import verify_json
-from .scan import Damage, Piece, header_error, open_image, walk
+from .scan import Damage, header_error, open_image, walk, without_torn_tail
 
 __all__ = ["Finding", "VerifyReport", "verify_channel"]
 
@@ -163,13 +163,14 @@ class _Verifier:
 
     # -- logs -------------------------------------------------------------------------------
     def _check_sealed(self) -> None:
-        for log_id, path in self.segments[:-1]:
+        for index, (log_id, path) in enumerate(self.segments):
             try:
                 sealed = read_meta(path) is not None
             except DecodeError as err:
-                self.report.add("meta_unreadable", f"{path}.meta cannot be read ({err})", log_id=log_id, path=path)
+                self.report.add("meta_unreadable", f"{path}.meta cannot be read ({err}); opening the channel "
+                                "fails on it: 'channel repair' rebuilds it from the segment", log_id=log_id, path=path)
                 continue
-            if not sealed:
+            if not sealed and index < len(self.segments) - 1:
                 self.report.add("unsealed_log", f"{path} has no .meta although it is not the newest segment",
                                 log_id=log_id, path=path)
 
@@ -184,6 +185,9 @@ class _Verifier:
             self.errors.append(err)
         except ChannelIdentityError as err:
             self.report.add("channel_identity", str(err))
+        except DecodeError as err:  # a damaged .meta, already reported by _check_sealed
+            if not any(f.kind == "meta_unreadable" for f in self.report.findings):
+                self.report.add("meta_unreadable", f"{phase} failed on an unreadable .meta file ({err})")
         return None
 
     def _check_identity(self, full: ReplayResult) -> None:
@@ -217,12 +221,14 @@ class _Verifier:
         except DecodeError:
             meta = None  # reported by _check_sealed
         with open_image(path) as (image, size):
+            if newest and (size < HEADER or bytes(image[:HEADER]) == bytes(HEADER)):
+                return []  # creation never completed: recovery removes it, as replay ignores it
             problem = header_error(image)
             if problem:
                 return [Damage(log_id, path, 0, min(size, 64), f"segment header: {problem}", tail=False)]
             items = list(walk(image, size, log_id, path, data_end=meta.data_end if meta else None))
         if newest and meta is None:
-            items = _without_torn_tail(items)
+            items = without_torn_tail(items)
         return [item for item in items if isinstance(item, Damage)]
 
     def _compare(self, resumed: ReplayResult, full: ReplayResult) -> None:
@@ -241,13 +247,5 @@ class _Verifier:
                         only_checkpoint=len(only_checkpoint), only_full_replay=len(only_full))
 
 
-_MISSING_FRAMES_HINT = (" (no damaged bytes were found: the transaction's other frames are in a segment that is "
-                        "missing or was deleted, so a full replay of this log fails; the channel still opens from "
-                        "its checkpoint, but not without one)")
-
-
-def _without_torn_tail(items: list[Piece | Damage]) -> list[Piece | Damage]:
-    """Drop damage in the newest unsealed segment after which no COMMIT follows: a torn write."""
-    commits = [i for i, item in enumerate(items) if isinstance(item, Piece) and item.type == FrameType.COMMIT]
-    last_commit = commits[-1] if commits else -1
-    return [item for i, item in enumerate(items) if not (isinstance(item, Damage) and i > last_commit)]
+_MISSING_FRAMES_HINT = (" (no damaged bytes were found: frames of this transaction are in a segment missing from "
+                        "the middle of the log, so a full replay fails; restore that segment from a backup)")
