@@ -50,6 +50,7 @@ __all__ = ["FileChannel"]
 log = logging.getLogger(__name__)
 
 _TAKE_FRAME_POINTERS = 1 << 16
+_PUT = int(FrameType.PUT)
 _MARK_COALESCE_NS = 1_000_000_000  # one commit-time mark per second of backlog at most
 
 
@@ -404,7 +405,7 @@ class FileChannel:
             if not draining:
                 self._check_space(writer.directory, size)
             try:
-                base = writer.append(b"".join(chunk), len(chunk), first_seq, last_seq)
+                base = writer.append(b"".join(chunk), len(chunk), *_seq_range(chunk, first_seq))
             except OSError as err:
                 raise self._write_error(writer.directory, size, err) from err
             log_base = writer.log_id << 32
@@ -540,6 +541,17 @@ def _fit(frames: list[bytes], i: int, room: int) -> tuple[int, int]:
         size += len(frames[j])
         j += 1
     return j, size
+
+
+def _seq_range(chunk: list[bytes], first_seq: int) -> tuple[int, int]:
+    """Sequence numbers of the first and last PUT frame of ``chunk`` ((0, 0) when none)."""
+    if not first_seq:
+        return 0, 0
+    puts = [f for f in (chunk[0], chunk[-1], chunk[-2] if len(chunk) > 1 else chunk[0]) if f[2] == _PUT]
+    if not puts:
+        return 0, 0
+    seqs = [int.from_bytes(f[16:24], "little") for f in puts]
+    return min(seqs), max(seqs)
 
 
 def _commit_frame(txn_id: int, kind: int, count: int) -> bytes:

@@ -49,11 +49,19 @@ def list_segments(fs: FileSystem, directory: str) -> list[tuple[int, str]]:
 
 
 def read_meta(path: str) -> pb.SegmentMeta | None:
+    """The segment's ``.meta``; None when it has none. Raises CorruptLogError when unreadable."""
     try:
         with open(meta_path(path), "rb") as f:
-            return pb.SegmentMeta.FromString(f.read())
+            data = f.read()
     except FileNotFoundError:
         return None
+    try:
+        meta = pb.SegmentMeta.FromString(data)
+    except Exception as err:  # protobuf's DecodeError
+        raise CorruptLogError(path=meta_path(path), offset=0, reason=f"unreadable segment metadata ({err})") from None
+    if meta.format_version != fmt.FORMAT_VERSION or not meta.log_id:
+        raise CorruptLogError(path=meta_path(path), offset=0, reason="not a segment metadata file of this version")
+    return meta
 
 
 class SegmentWriter:

@@ -11,8 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from google.protobuf.message import DecodeError
-
+from ...errors import CorruptLogError
 from ..checkpoint import CheckpointInfo, CheckpointInvalid, read_checkpoint_meta
 from ..segment import read_meta
 from .common import ChannelDirs, lock_state, read_channel_id, segments_of
@@ -97,7 +96,7 @@ def _log_file(log_id: int, path: str, refcounts: dict[int, int] | None) -> LogFi
         meta = read_meta(path)
     except FileNotFoundError:
         return None  # deleted by a checkpoint while we looked
-    except DecodeError as err:
+    except CorruptLogError as err:
         return LogFileInfo(log_id, path, size, False, None, None, None, None,
                            _refcount(refcounts, log_id), problem=f".meta unreadable: {err}")
     refcount = _refcount(refcounts, log_id)

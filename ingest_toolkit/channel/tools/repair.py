@@ -23,8 +23,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from google.protobuf.message import DecodeError
-
 from ...errors import ChannelIdentityError, CorruptLogError
 from .. import format as fmt
 from ..checkpoint import CHECKPOINT_META
@@ -170,7 +168,7 @@ def _check_unique(segments: list[tuple[int, str]]) -> None:
 def _plan_segment(log_id: int, path: str, newest: bool, sim: TxnSim) -> SegmentPlan:
     try:
         plan = SegmentPlan(log_id, path, newest, read_meta(path))
-    except DecodeError:
+    except CorruptLogError:
         plan = SegmentPlan(log_id, path, newest, None, meta_broken=True)
     with open_image(path) as (image, size):
         plan.size = size
@@ -218,7 +216,7 @@ def _apply_all(fs: FileSystem, dirs: ChannelDirs, report: RepairReport) -> None:
         for directory in dirs.data_dirs:
             fs.sync_dir(directory)
         report.queue_after = len(replay(fs, list(dirs.data_dirs)).queue)
-    except (CorruptLogError, ChannelIdentityError, DecodeError, OSError) as err:
+    except (CorruptLogError, ChannelIdentityError, OSError) as err:
         _restore(fs, done)
         raise ToolError(f"repair undone, the original files are back in place: {err}") from err
     report.checkpoint_removed = _remove_checkpoint(fs, dirs.checkpoint_dir)

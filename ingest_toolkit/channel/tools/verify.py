@@ -19,8 +19,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from google.protobuf.message import DecodeError
-
 from ...errors import ChannelIdentityError, CorruptLogError
 from ..checkpoint import Checkpoint, CheckpointInvalid, load_checkpoint
 from ..format import SEGMENT_HEADER_SIZE as HEADER
@@ -166,7 +164,7 @@ class _Verifier:
         for index, (log_id, path) in enumerate(self.segments):
             try:
                 sealed = read_meta(path) is not None
-            except DecodeError as err:
+            except CorruptLogError as err:
                 self.report.add("meta_unreadable", f"{path}.meta cannot be read ({err}); opening the channel "
                                 "fails on it: 'channel repair' rebuilds it from the segment", log_id=log_id, path=path)
                 continue
@@ -182,12 +180,13 @@ class _Verifier:
         try:
             return replay(self.fs, list(self.dirs.data_dirs), start=start, progress=report_progress)
         except CorruptLogError as err:
-            self.errors.append(err)
+            if not err.path.endswith(".meta"):
+                self.errors.append(err)
+            elif not any(f.kind == "meta_unreadable" for f in self.report.findings):
+                # a damaged .meta, normally already reported by _check_sealed
+                self.report.add("meta_unreadable", f"{phase} failed on an unreadable .meta file ({err})")
         except ChannelIdentityError as err:
             self.report.add("channel_identity", str(err))
-        except DecodeError as err:  # a damaged .meta, already reported by _check_sealed
-            if not any(f.kind == "meta_unreadable" for f in self.report.findings):
-                self.report.add("meta_unreadable", f"{phase} failed on an unreadable .meta file ({err})")
         return None
 
     def _check_identity(self, full: ReplayResult) -> None:
@@ -203,9 +202,10 @@ class _Verifier:
             if self.progress:
                 self.progress("damage scan", index + 1, len(self.segments))
         for d in ranges:
-            what = ", ".join(p.type_name for p in d.frames) or "unreadable"
+            what = ", ".join(p.type_name for p in d.frames[:5]) + (" ..." if len(d.frames) > 5 else "")
             self.report.add("corrupt_frame", f"{d.path}: {d.length} damaged bytes at offset {d.offset} "
-                            f"({d.reason}; frames: {what}){' at the end of the segment' if d.tail else ''}",
+                            f"({d.reason}; frames: {what or 'unreadable'})"
+                            f"{' at the end of the segment' if d.tail else ''}",
                             path=d.path, offset=d.offset, length=d.length, reason=d.reason)
         known = {f.data.get("path") for f in self.report.findings if f.kind in ("unsealed_log", "meta_unreadable")}
         for err in self.errors:
@@ -218,7 +218,7 @@ class _Verifier:
     def _scan_segment(self, log_id: int, path: str, *, newest: bool) -> list[Damage]:
         try:
             meta = read_meta(path)
-        except DecodeError:
+        except CorruptLogError:
             meta = None  # reported by _check_sealed
         with open_image(path) as (image, size):
             if newest and (size < HEADER or bytes(image[:HEADER]) == bytes(HEADER)):
