@@ -112,7 +112,7 @@ class FileChannel:
         self._seq = max(result.max_seq + 1, clock)
         self._next_txn = max(result.max_txn + 1, clock)
         self._next_log_id = recovered.next_log_id
-        self._checkpoint_id = recovered.checkpoint.meta.checkpoint_id if recovered.checkpoint else 0
+        self._checkpoint_id = recovered.last_checkpoint_id
         self._puts_total, self._takes_total = result.puts_committed, result.takes_committed
         self._marks: deque[tuple[int, int]] = deque(recovered.marks)
         self._write_gen = self._synced_gen = 0
@@ -247,8 +247,9 @@ class FileChannel:
                 raise ChannelClosedError()
             if self._failed is not None:
                 raise ChannelFailedError(self._failed)
-            while self._syncing:
-                self._cond.wait()
+            # No waiting for a group-commit sync in progress: a busy committer would starve the
+            # checkpoint. A second fdatasync of the same descriptor is safe, and this one covers
+            # every frame appended so far.
             if not self._writer.sealed:
                 try:
                     self._writer.sync()  # the checkpoint must never point past durable frames
@@ -398,6 +399,8 @@ class FileChannel:
             writer = self._writer
             room = self.config.max_file_size - writer.position
             j, size = _fit(frames, i, room)
+            if j == i and not writer.sealed and writer.position == fmt.SEGMENT_HEADER_SIZE:
+                raise ValueError(f"a {len(frames[i])}-byte frame cannot fit an empty segment")  # a bug: never
             if j == i or writer.sealed:
                 self._roll(draining=draining)
                 continue
@@ -569,9 +572,17 @@ def _take_chunks(txns: list[Transaction]) -> list[tuple[int, list[int]]]:
     return [(txn, pointers) for _order, txn, pointers in sorted(chunks)]
 
 
+def _take_frame_pointers(max_file_size: int) -> int:
+    """Pointers per TAKE frame: at most 65,536, and few enough that a frame fits an empty segment
+    (the payload is a packed fixed64 field: 8 bytes a pointer plus a tag and a length)."""
+    room = max_file_size - fmt.SEGMENT_HEADER_SIZE - fmt.FRAME_OVERHEAD - 16
+    return max(1, min(_TAKE_FRAME_POINTERS, room // 8))
+
+
 def _take_frames(tx: Transaction) -> list[bytes]:
-    frames = [fmt.encode_frame(FrameType.TAKE, tx.txn_id, 0, encode_take(tx.taken[k:k + _TAKE_FRAME_POINTERS]))
-              for k in range(0, len(tx.taken), _TAKE_FRAME_POINTERS)]
+    per_frame = _take_frame_pointers(tx._channel.config.max_file_size)
+    frames = [fmt.encode_frame(FrameType.TAKE, tx.txn_id, 0, encode_take(tx.taken[k:k + per_frame]))
+              for k in range(0, len(tx.taken), per_frame)]
     frames.append(_commit_frame(tx.txn_id, TXN_TAKE, len(tx.taken)))
     return frames
 

@@ -36,6 +36,7 @@ class Recovered:
     checkpoint_problem: str | None  # why the checkpoint was not used, if one existed
     next_log_id: int
     marks: list[tuple[int, int]]  # (cumulative put count, commit unix ns), see CommitMark
+    last_checkpoint_id: int  # never reused, even when the checkpoint could not be loaded
 
 
 def recover(fs: FileSystem, config: ChannelConfig, progress: ProgressFn | None) -> Recovered:
@@ -50,15 +51,26 @@ def recover(fs: FileSystem, config: ChannelConfig, progress: ProgressFn | None) 
             "different channels: point checkpoint_dir and data_dirs at the directories of one channel")
     channel_id = _identity(fs, id_path, stored, found, config)
     paths = {info.log_id: info.path for info in result.segments}
+    _check_referenced(result, paths, config)  # before changing anything: the error promises that
     _remove_incomplete(fs, config.data_dirs, paths)
     if result.segments and read_meta(result.segments[-1].path) is None:
         _seal_existing(fs, result.segments[-1], channel_id)
-    _check_referenced(result, paths, config)
     if len(result.queue) > config.capacity:
         log.warning("%d events are queued but capacity is now %d: puts are refused until the channel "
                     "is drained below capacity", len(result.queue), config.capacity)
+    last_id = start.meta.checkpoint_id if start else _highest_checkpoint_file_id(fs, config.checkpoint_dir)
     return Recovered(channel_id, result, start, problem, _next_log_id(fs, config.data_dirs),
-                     _marks(start, result))
+                     _marks(start, result), last_id)
+
+
+def _highest_checkpoint_file_id(fs: FileSystem, directory: str) -> int:
+    """Largest id among ``checkpoint-<id>.*`` files, so that ids keep increasing for readers."""
+    ids = [0]
+    for name in fs.listdir(directory):
+        stem = name.removeprefix("checkpoint-").split(".", 1)[0]
+        if name.startswith("checkpoint-") and stem.isdigit():
+            ids.append(int(stem))
+    return max(ids)
 
 
 def _load_start(directory: str, channel_id: bytes | None) -> tuple[Checkpoint | None, str | None]:
