@@ -102,7 +102,8 @@ def write_checkpoint(fs: FileSystem, directory: str, channel_id: bytes, snap: Sn
 def _meta(snap: Snapshot, channel_id: bytes, queue_name: str, queue_size: int, queue_crc: int,
           inflight_name: str, inflight_data: bytes) -> pb.CheckpointMeta:
     takes = sum(len(p) for _, p in snap.takes)
-    head = snap.queue[0] if len(snap.queue) else (snap.takes[0][1][0] if snap.takes else 0)
+    # Events of open takes left the head before the queued ones: the oldest is the first taken.
+    head = snap.takes[0][1][0] if snap.takes else (snap.queue[0] if len(snap.queue) else 0)
     oldest = next((ns for end, ns in snap.marks if end > snap.takes_committed), 0)
     return pb.CheckpointMeta(
         format_version=CHECKPOINT_VERSION, channel_id=channel_id, checkpoint_id=snap.checkpoint_id,
