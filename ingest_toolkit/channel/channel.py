@@ -35,7 +35,7 @@ from ..errors import (
 from . import format as fmt
 from .checkpoint import Snapshot
 from .checkpointer import Checkpointer, CheckpointResult
-from .codec import TXN_PUT, TXN_TAKE, Event, encode_commit, encode_rollback, encode_take
+from .codec import TXN_PUT, Event, encode_rollback
 from .config import ChannelConfig
 from .format import FrameType
 from .fs import FileSystem, OsFileSystem
@@ -44,13 +44,12 @@ from .reader import EventReader
 from .recovery import recover
 from .segment import SegmentWriter
 from .transaction import Transaction, TxnKind, TxnState
+from .txnframes import commit_frame, count_logs, fit_frames, put_seq_range, take_chunks, take_frames
 
 __all__ = ["FileChannel"]
 
 log = logging.getLogger(__name__)
 
-_TAKE_FRAME_POINTERS = 1 << 16
-_PUT = int(FrameType.PUT)
 _MARK_COALESCE_NS = 1_000_000_000  # one commit-time mark per second of backlog at most
 
 
@@ -261,7 +260,7 @@ class FileChannel:
             open_txns = sorted(self._open.values(), key=lambda t: t.txn_id)
             snap = Snapshot(
                 checkpoint_id=self._checkpoint_id, queue=self._queue.to_array(),
-                takes=_take_chunks(open_txns),
+                takes=take_chunks(open_txns),
                 puts=[(t.txn_id, list(t.spilled)) for t in open_txns if t.kind is TxnKind.PUT and t.spilled],
                 refcounts=dict(self._refcounts), log_id=self._writer.log_id, log_offset=self._writer.position,
                 last_seq=self._seq - 1, next_txn_id=self._next_txn, marks=list(self._marks),
@@ -342,11 +341,11 @@ class FileChannel:
                 self._finish(tx, TxnState.COMMITTED)
                 return
             if tx.kind is TxnKind.PUT:
-                frames = tx.frames + [_commit_frame(tx.txn_id, TXN_PUT, tx.count)]
+                frames = tx.frames + [commit_frame(tx.txn_id, TXN_PUT, tx.count)]
                 pointers = self._append(frames, tx.first_seq, tx.last_seq)
                 tx.spilled.extend(pointers[:-1])
             else:
-                self._append(_take_frames(tx), 0, 0, draining=True)
+                self._append(take_frames(tx, self.config.max_file_size), 0, 0, draining=True)
             tx.appended = True
             self._write_gen += 1
             self._pending.append((self._write_gen, tx))
@@ -398,7 +397,7 @@ class FileChannel:
         while i < len(frames):
             writer = self._writer
             room = self.config.max_file_size - writer.position
-            j, size = _fit(frames, i, room)
+            j, size = fit_frames(frames, i, room)
             if j == i and not writer.sealed and writer.position == fmt.SEGMENT_HEADER_SIZE:
                 raise ValueError(f"a {len(frames[i])}-byte frame cannot fit an empty segment")  # a bug: never
             if j == i or writer.sealed:
@@ -408,7 +407,7 @@ class FileChannel:
             if not draining:
                 self._check_space(writer.directory, size)
             try:
-                base = writer.append(b"".join(chunk), len(chunk), *_seq_range(chunk, first_seq))
+                base = writer.append(b"".join(chunk), len(chunk), *put_seq_range(chunk, first_seq))
             except OSError as err:
                 raise self._write_error(writer.directory, size, err) from err
             log_base = writer.log_id << 32
@@ -479,11 +478,11 @@ class FileChannel:
             self._commits += 1
             if tx.kind is TxnKind.PUT:
                 self._queue.extend(tx.spilled)
-                _count_logs(self._refcounts, tx.spilled, +1)
+                count_logs(self._refcounts, tx.spilled, +1)
                 self._puts_total += tx.count
                 self._mark_commit()
             else:
-                _count_logs(self._refcounts, tx.taken, -1)
+                count_logs(self._refcounts, tx.taken, -1)
                 self._used -= tx.count
                 self._takes_total += tx.count
                 while self._marks and self._marks[0][0] <= self._takes_total:
@@ -532,66 +531,3 @@ class FileChannel:
         for lock in reversed(self._locks):
             lock.release()
         self._locks.clear()
-
-
-def _fit(frames: list[bytes], i: int, room: int) -> tuple[int, int]:
-    """How many frames from ``i`` fit in ``room`` bytes: returns (end index, their size)."""
-    total = sum(map(len, frames[i:])) if i else sum(map(len, frames))
-    if total <= room:
-        return len(frames), total
-    j, size = i, 0
-    while j < len(frames) and size + len(frames[j]) <= room:
-        size += len(frames[j])
-        j += 1
-    return j, size
-
-
-def _seq_range(chunk: list[bytes], first_seq: int) -> tuple[int, int]:
-    """Sequence numbers of the first and last PUT frame of ``chunk`` ((0, 0) when none)."""
-    if not first_seq:
-        return 0, 0
-    puts = [f for f in (chunk[0], chunk[-1], chunk[-2] if len(chunk) > 1 else chunk[0]) if f[2] == _PUT]
-    if not puts:
-        return 0, 0
-    seqs = [int.from_bytes(f[16:24], "little") for f in puts]
-    return min(seqs), max(seqs)
-
-
-def _commit_frame(txn_id: int, kind: int, count: int) -> bytes:
-    return fmt.encode_frame(FrameType.COMMIT, txn_id, 0, encode_commit(kind, count))
-
-
-def _take_chunks(txns: list[Transaction]) -> list[tuple[int, list[int]]]:
-    """The pointers of open takes as (txn id, chunk) in the order they left the queue head."""
-    chunks = []
-    for tx in txns:
-        if tx.kind is TxnKind.TAKE and tx.taken:
-            bounds = [start for _order, start in tx.take_chunks] + [len(tx.taken)]
-            for (order, start), end in zip(tx.take_chunks, bounds[1:], strict=True):
-                chunks.append((order, tx.txn_id, tx.taken[start:end]))
-    return [(txn, pointers) for _order, txn, pointers in sorted(chunks)]
-
-
-def _take_frame_pointers(max_file_size: int) -> int:
-    """Pointers per TAKE frame: at most 65,536, and few enough that a frame fits an empty segment
-    (the payload is a packed fixed64 field: 8 bytes a pointer plus a tag and a length)."""
-    room = max_file_size - fmt.SEGMENT_HEADER_SIZE - fmt.FRAME_OVERHEAD - 16
-    return max(1, min(_TAKE_FRAME_POINTERS, room // 8))
-
-
-def _take_frames(tx: Transaction) -> list[bytes]:
-    per_frame = _take_frame_pointers(tx._channel.config.max_file_size)
-    frames = [fmt.encode_frame(FrameType.TAKE, tx.txn_id, 0, encode_take(tx.taken[k:k + per_frame]))
-              for k in range(0, len(tx.taken), per_frame)]
-    frames.append(_commit_frame(tx.txn_id, TXN_TAKE, len(tx.taken)))
-    return frames
-
-
-def _count_logs(refcounts: Counter[int], pointers: list[int], sign: int) -> None:
-    if pointers and pointers[0] >> 32 == pointers[-1] >> 32 and sign > 0:
-        refcounts[pointers[0] >> 32] += len(pointers)  # puts: log ids never decrease in a commit
-        return
-    for log_id, n in Counter(p >> 32 for p in pointers).items():
-        refcounts[log_id] += sign * n
-        if refcounts[log_id] == 0:
-            del refcounts[log_id]

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from .. import format as fmt
+from ..codec import varint
 from ..format import FrameError, FrameType
 from ..proto import channel_pb2 as pb
 from ..segment import scan_segment
@@ -227,7 +228,7 @@ def noop_frame(length: int, reason: str, replaced: int, now_ns: int) -> bytes:
         text_len = _string_len(size - len(extra))
         if text_len is not None:
             padded = text[:text_len].ljust(text_len, b" ")
-            return fmt.encode_frame(FrameType.NOOP, 0, 0, b"\x0a" + _varint(text_len) + padded + extra)
+            return fmt.encode_frame(FrameType.NOOP, 0, 0, b"\x0a" + varint(text_len) + padded + extra)
     raise ValueError(f"no NOOP frame of {length} bytes")
 
 
@@ -235,15 +236,6 @@ def _string_len(room: int) -> int | None:
     """Length ``n`` of a string whose field (tag, varint length, bytes) takes ``room`` bytes."""
     for width in range(1, 6):
         n = room - 1 - width
-        if n >= 0 and len(_varint(n)) == width:
+        if n >= 0 and len(varint(n)) == width:
             return n
     return None
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)

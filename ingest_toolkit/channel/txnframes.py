@@ -1,0 +1,81 @@
+"""The frames a transaction commits, and the bookkeeping of where its events live.
+
+Pure functions over frames and pointers, used by the channel under its lock.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from . import format as fmt
+from .codec import TXN_TAKE, encode_commit, encode_take
+from .format import FrameType
+from .transaction import Transaction, TxnKind
+
+__all__ = ["commit_frame", "count_logs", "fit_frames", "put_seq_range", "take_chunks", "take_frames"]
+
+PUT = int(FrameType.PUT)
+MAX_TAKE_FRAME_POINTERS = 1 << 16
+
+
+def fit_frames(frames: list[bytes], i: int, room: int) -> tuple[int, int]:
+    """How many frames from ``i`` fit in ``room`` bytes: returns (end index, their size)."""
+    total = sum(map(len, frames[i:])) if i else sum(map(len, frames))
+    if total <= room:
+        return len(frames), total
+    j, size = i, 0
+    while j < len(frames) and size + len(frames[j]) <= room:
+        size += len(frames[j])
+        j += 1
+    return j, size
+
+
+def put_seq_range(chunk: list[bytes], first_seq: int) -> tuple[int, int]:
+    """Sequence numbers of the first and last PUT frame of ``chunk`` ((0, 0) when none)."""
+    if not first_seq:
+        return 0, 0
+    puts = [f for f in (chunk[0], chunk[-1], chunk[-2] if len(chunk) > 1 else chunk[0]) if f[2] == PUT]
+    if not puts:
+        return 0, 0
+    seqs = [int.from_bytes(f[16:24], "little") for f in puts]
+    return min(seqs), max(seqs)
+
+
+def commit_frame(txn_id: int, kind: int, count: int) -> bytes:
+    return fmt.encode_frame(FrameType.COMMIT, txn_id, 0, encode_commit(kind, count))
+
+
+def take_chunks(txns: list[Transaction]) -> list[tuple[int, list[int]]]:
+    """The pointers of open takes as (txn id, chunk) in the order they left the queue head."""
+    chunks = []
+    for tx in txns:
+        if tx.kind is TxnKind.TAKE and tx.taken:
+            bounds = [start for _order, start in tx.take_chunks] + [len(tx.taken)]
+            for (order, start), end in zip(tx.take_chunks, bounds[1:], strict=True):
+                chunks.append((order, tx.txn_id, tx.taken[start:end]))
+    return [(txn, pointers) for _order, txn, pointers in sorted(chunks)]
+
+
+def take_frame_pointers(max_file_size: int) -> int:
+    """Pointers per TAKE frame: at most 65,536, and few enough that a frame fits an empty segment
+    (the payload is a packed fixed64 field: 8 bytes a pointer plus a tag and a length)."""
+    room = max_file_size - fmt.SEGMENT_HEADER_SIZE - fmt.FRAME_OVERHEAD - 16
+    return max(1, min(MAX_TAKE_FRAME_POINTERS, room // 8))
+
+
+def take_frames(tx: Transaction, max_file_size: int) -> list[bytes]:
+    per_frame = take_frame_pointers(max_file_size)
+    frames = [fmt.encode_frame(FrameType.TAKE, tx.txn_id, 0, encode_take(tx.taken[k:k + per_frame]))
+              for k in range(0, len(tx.taken), per_frame)]
+    frames.append(commit_frame(tx.txn_id, TXN_TAKE, len(tx.taken)))
+    return frames
+
+
+def count_logs(refcounts: Counter[int], pointers: list[int], sign: int) -> None:
+    if pointers and pointers[0] >> 32 == pointers[-1] >> 32 and sign > 0:
+        refcounts[pointers[0] >> 32] += len(pointers)  # puts: log ids never decrease in a commit
+        return
+    for log_id, n in Counter(p >> 32 for p in pointers).items():
+        refcounts[log_id] += sign * n
+        if refcounts[log_id] == 0:
+            del refcounts[log_id]
