@@ -20,6 +20,7 @@ are applied. Segments before that position are not read at all.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from array import array
@@ -177,6 +178,9 @@ def replay(fs: FileSystem, data_dirs: list[str], *, start: Checkpoint | None = N
     state.truncated = start is None and bool(segments) and segments[0][0] > 1
     for index, (log_id, path) in enumerate(segments):
         newest = index == len(segments) - 1
+        if os.path.getsize(path) == 0:  # holds no frames wherever it is; recovery removes it
+            log.warning("ignoring the empty file %s (a stray file or an interrupted creation)", path)
+            continue
         if log_id < first_log:
             infos.append(_skipped_segment(log_id, path))
             continue
