@@ -22,7 +22,7 @@ from .format import FrameError, FrameType
 from .fs import File, FileSystem, write_atomic
 from .proto import channel_pb2 as pb
 
-__all__ = ["ScanResult", "SegmentWriter", "iter_frames", "meta_path", "read_meta",
+__all__ = ["ScanResult", "SegmentWriter", "all_zero", "iter_frames", "meta_path", "read_meta",
            "scan_segment", "segment_path", "list_segments"]
 
 log = logging.getLogger(__name__)
@@ -200,7 +200,7 @@ def iter_frames(data: bytes | mmap.mmap, path: str, *, newest: bool, result: lis
 
 def _classify_tail(data: bytes | mmap.mmap, pos: int, path: str, *, newest: bool, reason: str) -> int:
     """Return the count of non-zero bytes after ``pos``, or raise if they are damage."""
-    if _all_zero(data, pos):
+    if all_zero(data, pos):
         return 0  # preallocated space never written: a clean end
     if not newest:
         raise CorruptLogError(path=path, offset=pos, reason=reason)
@@ -213,7 +213,8 @@ def _classify_tail(data: bytes | mmap.mmap, pos: int, path: str, *, newest: bool
     return len(data) - pos
 
 
-def _all_zero(data: bytes | mmap.mmap, pos: int, chunk: int = 1 << 20) -> bool:
+def all_zero(data: bytes | mmap.mmap, pos: int, chunk: int = 1 << 20) -> bool:
+    """Whether every byte of ``data`` from ``pos`` on is zero (preallocated, never written)."""
     zeros = bytes(chunk)
     for start in range(pos, len(data), chunk):
         piece = data[start:start + chunk]

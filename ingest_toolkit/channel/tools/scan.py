@@ -24,7 +24,7 @@ from .. import format as fmt
 from ..codec import varint
 from ..format import FrameError, FrameType
 from ..proto import channel_pb2 as pb
-from ..segment import scan_segment
+from ..segment import all_zero, scan_segment
 
 __all__ = ["NOOP_MAX", "Damage", "Image", "Piece", "header_error", "noop_frame", "noop_frames", "noop_size_ok",
            "noop_sizes", "open_image", "walk", "without_torn_tail"]
@@ -104,7 +104,7 @@ def walk(image: Image, size: int, log_id: int, path: str, *,
         try:
             ftype, length, txn, seq = fmt.check_frame(image, pos, size)
         except FrameError as err:
-            if data_end is None and _all_zero(image, pos):
+            if data_end is None and all_zero(image, pos):
                 return
             damage = _damage(image, pos, size, log_id, path, str(err))
             yield damage
@@ -175,15 +175,6 @@ def _guess(image: Image, start: int, end: int) -> list[Piece]:
         found.append(Piece(pos, ftype, length, txn, seq, verified=False))
         pos += length  # a length past ``end`` (a frame cut off) ends the chain
     return found
-
-
-def _all_zero(image: Image, pos: int, chunk: int = 1 << 20) -> bool:
-    zeros = bytes(chunk)
-    for start in range(pos, len(image), chunk):
-        piece = image[start:start + chunk]
-        if piece != zeros[: len(piece)]:
-            return False
-    return True
 
 
 # -- NOOP frames ---------------------------------------------------------------------------
