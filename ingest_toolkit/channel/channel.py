@@ -304,7 +304,7 @@ class FileChannel:
     def _spill(self, tx: Transaction) -> None:
         with self._cond:
             self._check_usable()
-            tx.spilled.extend(self._append(tx.frames, tx.first_seq, tx.last_seq))
+            tx.spilled.extend(self._append(tx.frames))
             tx.frames.clear()
             tx.buffered_bytes = 0
 
@@ -342,10 +342,10 @@ class FileChannel:
                 return
             if tx.kind is TxnKind.PUT:
                 frames = tx.frames + [commit_frame(tx.txn_id, TXN_PUT, tx.count)]
-                pointers = self._append(frames, tx.first_seq, tx.last_seq)
+                pointers = self._append(frames)
                 tx.spilled.extend(pointers[:-1])
             else:
-                self._append(take_frames(tx, self.config.max_file_size), 0, 0, draining=True)
+                self._append(take_frames(tx, self.config.max_file_size), draining=True)
             tx.appended = True
             self._write_gen += 1
             self._pending.append((self._write_gen, tx))
@@ -377,7 +377,7 @@ class FileChannel:
         # loses nothing and is not raised.
         frame = fmt.encode_frame(FrameType.ROLLBACK, tx.txn_id, 0, encode_rollback(TXN_PUT))
         try:
-            self._append([frame], 0, 0, draining=True)
+            self._append([frame], draining=True)
         except (OSError, DiskSpaceError, ChannelFailedError) as err:
             log.warning("rollback frame of transaction %d not written (%s); harmless", tx.txn_id, err)
 
@@ -385,7 +385,7 @@ class FileChannel:
         tx.state = state
         self._open.pop(tx.txn_id, None)
 
-    def _append(self, frames: list[bytes], first_seq: int, last_seq: int, *, draining: bool = False) -> list[int]:
+    def _append(self, frames: list[bytes], *, draining: bool = False) -> list[int]:
         """Write frames at the log's end, rolling segments as needed; returns their pointers.
 
         ``draining`` writes (take commits, rollback frames) skip the ``min_free_bytes`` check:
@@ -407,7 +407,7 @@ class FileChannel:
             if not draining:
                 self._check_space(writer.directory, size)
             try:
-                base = writer.append(b"".join(chunk), len(chunk), *put_seq_range(chunk, first_seq))
+                base = writer.append(b"".join(chunk), len(chunk), *put_seq_range(chunk))
             except OSError as err:
                 raise self._write_error(writer.directory, size, err) from err
             log_base = writer.log_id << 32

@@ -36,6 +36,7 @@ from .format import FrameType
 from .fs import FileSystem
 from .pointer_queue import PointerQueue
 from .segment import ScanResult, iter_frames, list_segments, read_meta, scan_segment
+from .txnframes import count_logs
 
 __all__ = ["ReplayResult", "ReplayStats", "SegmentInfo", "count_refs", "replay"]
 
@@ -122,7 +123,7 @@ class _State:
                        "frames of it were found: frames are missing")
         if kind == TXN_PUT:
             self.queue.extend(pointers)
-            _count(self.refs, pointers, +1)
+            count_logs(self.refs, pointers, +1)
             self.stats.puts_committed += count
         else:
             self._remove(pointers)
@@ -136,7 +137,7 @@ class _State:
         queue = self.queue
         if queue.peek(len(pointers)) == pointers:  # the usual case: taken from the head
             queue.popleft(len(pointers))
-            _count(self.refs, pointers, -1)
+            count_logs(self.refs, pointers, -1)
         else:
             self.removed.update(pointers)
         removed = self.removed
@@ -151,20 +152,12 @@ class _State:
             return self.queue
         queued = self.queue.peek(len(self.queue))
         kept = [p for p in queued if p not in self.removed]
-        _count(self.refs, [p for p in queued if p in self.removed], -1)
+        count_logs(self.refs, [p for p in queued if p in self.removed], -1)
         self.stats.orphan_takes = len(self.removed) - (len(self.queue) - len(kept))
         return PointerQueue(kept)
 
     def refcounts(self) -> dict[int, int]:
         return {log_id: n for log_id, n in sorted(self.refs.items()) if n}
-
-
-def _count(refs: Counter[int], pointers: list[int], sign: int) -> None:
-    if pointers and pointers[0] >> 32 == pointers[-1] >> 32 and sign > 0:
-        refs[pointers[0] >> 32] += len(pointers)  # a put commit: log ids never decrease within it
-        return
-    for log_id, n in Counter(p >> 32 for p in pointers).items():
-        refs[log_id] += sign * n
 
 
 def replay(fs: FileSystem, data_dirs: list[str], *, start: Checkpoint | None = None,

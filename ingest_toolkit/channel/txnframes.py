@@ -30,15 +30,15 @@ def fit_frames(frames: list[bytes], i: int, room: int) -> tuple[int, int]:
     return j, size
 
 
-def put_seq_range(chunk: list[bytes], first_seq: int) -> tuple[int, int]:
-    """Sequence numbers of the first and last PUT frame of ``chunk`` ((0, 0) when none)."""
-    if not first_seq:
-        return 0, 0
-    puts = [f for f in (chunk[0], chunk[-1], chunk[-2] if len(chunk) > 1 else chunk[0]) if f[2] == PUT]
-    if not puts:
-        return 0, 0
-    seqs = [int.from_bytes(f[16:24], "little") for f in puts]
-    return min(seqs), max(seqs)
+def put_seq_range(chunk: list[bytes]) -> tuple[int, int]:
+    """Sequence numbers of the first and last PUT frame of ``chunk`` ((0, 0) when none).
+
+    A chunk holds frames of one transaction: PUT frames in seq order, possibly followed by its
+    COMMIT, so looking at both ends is enough.
+    """
+    ends = (chunk[0], chunk[-2] if len(chunk) > 1 else chunk[0], chunk[-1])
+    seqs = [int.from_bytes(f[16:24], "little") for f in ends if f[2] == PUT]
+    return (min(seqs), max(seqs)) if seqs else (0, 0)
 
 
 def commit_frame(txn_id: int, kind: int, count: int) -> bytes:
