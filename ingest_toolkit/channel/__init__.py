@@ -10,6 +10,8 @@ from __future__ import annotations
 from .channel import FileChannel
 from .codec import Event
 from .config import ChannelConfig
+from .tags import InvalidTagError, TagRecord
 from .transaction import Transaction, TxnKind, TxnState
 
-__all__ = ["ChannelConfig", "Event", "FileChannel", "Transaction", "TxnKind", "TxnState"]
+__all__ = ["ChannelConfig", "Event", "FileChannel", "InvalidTagError", "TagRecord", "Transaction", "TxnKind",
+           "TxnState"]

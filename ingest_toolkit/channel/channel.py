@@ -43,6 +43,7 @@ from .lock import DirectoryLock
 from .reader import EventReader
 from .recovery import recover
 from .segment import SegmentWriter
+from .tags import TagRecord, check_tag
 from .transaction import Transaction, TxnKind, TxnState
 from .txnframes import commit_frame, count_logs, fit_frames, put_seq_range, take_chunks, take_frames
 
@@ -114,6 +115,7 @@ class FileChannel:
         self._checkpoint_id = recovered.last_checkpoint_id
         self._puts_total, self._takes_total = result.puts_committed, result.takes_committed
         self._marks: deque[tuple[int, int]] = deque(recovered.marks)
+        self._tags = result.tags
         self._write_gen = self._synced_gen = 0
         self._syncing = False
         self._take_calls = 0
@@ -142,8 +144,16 @@ class FileChannel:
         return writer
 
     # -- public API -----------------------------------------------------------------------
-    def transaction(self) -> Transaction:
-        """Begin a transaction for the calling thread."""
+    def transaction(self, tag: str | None = None) -> Transaction:
+        """Begin a transaction for the calling thread.
+
+        ``tag`` (puts only; a non-empty str of at most 128 bytes UTF-8, else InvalidTagError) is
+        a client batch id written into the COMMIT frame: once the commit returns, ``find_tag``
+        answers it (docs/channel.md, "Commit tags"). A take in a tagged transaction raises
+        TransactionError; a tagged transaction that puts nothing commits nothing and records no tag.
+        """
+        if tag is not None:
+            check_tag(tag)
         current: Transaction | None = getattr(self._local, "tx", None)
         if current is not None and current.state is TxnState.OPEN:
             raise TransactionError(
@@ -151,11 +161,23 @@ class FileChannel:
                 "back first (one transaction per thread)")
         with self._cond:
             self._check_usable()
-            tx = Transaction(self, self._next_txn)
+            tx = Transaction(self, self._next_txn, tag)
             self._next_txn += 1
             self._open[tx.txn_id] = tx
         self._local.tx = tx
         return tx
+
+    def find_tag(self, tag: str) -> TagRecord | None:
+        """The commit of a put transaction tagged ``tag``, if it is still remembered.
+
+        Remembered: the newest ``tag_window`` tags committed within ``tag_retention_seconds``,
+        across restarts. A tag appears when its commit is published (durable as ``durability``
+        promises) and never before. Checking and then putting is not atomic: callers that
+        deduplicate concurrent retries hold one lock per tag around both.
+        """
+        check_tag(tag)
+        with self._cond:
+            return self._tags.find(tag)
 
     def __len__(self) -> int:
         """Committed events not yet taken (events in open take transactions excluded)."""
@@ -178,6 +200,7 @@ class FileChannel:
                 "puts_committed": self._puts_total,
                 "takes_committed": self._takes_total,
                 "checkpoint_id": self._checkpoint_id,
+                "tags": len(self._tags),
             }
 
     def checkpoint(self) -> CheckpointResult:
@@ -265,7 +288,8 @@ class FileChannel:
                 refcounts=dict(self._refcounts), log_id=self._writer.log_id, log_offset=self._writer.position,
                 last_seq=self._seq - 1, next_txn_id=self._next_txn, marks=list(self._marks),
                 puts_committed=self._puts_total, takes_committed=self._takes_total,
-                capacity=self.config.capacity, interval_ms=int(self.config.checkpoint_interval * 1000))
+                capacity=self.config.capacity, interval_ms=int(self.config.checkpoint_interval * 1000),
+                tags=self._tags.records())
             return snap, dict(self._paths)
 
     def _forget_logs(self, log_ids: list[int]) -> None:
@@ -341,7 +365,9 @@ class FileChannel:
                 self._finish(tx, TxnState.COMMITTED)
                 return
             if tx.kind is TxnKind.PUT:
-                frames = tx.frames + [commit_frame(tx.txn_id, TXN_PUT, tx.count)]
+                if tx.tag is not None:
+                    tx.tag_record = TagRecord(tx.tag, tx.first_seq, tx.count, time.time_ns())
+                frames = tx.frames + [commit_frame(tx.txn_id, TXN_PUT, tx.count, tx.tag_record)]
                 pointers = self._append(frames)
                 tx.spilled.extend(pointers[:-1])
             else:
@@ -481,6 +507,8 @@ class FileChannel:
                 count_logs(self._refcounts, tx.spilled, +1)
                 self._puts_total += tx.count
                 self._mark_commit()
+                if tx.tag_record is not None:
+                    self._tags.add(tx.tag_record)  # published, so durable: replay finds the same
             else:
                 count_logs(self._refcounts, tx.taken, -1)
                 self._used -= tx.count

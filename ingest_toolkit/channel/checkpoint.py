@@ -4,7 +4,8 @@ A checkpoint is three files in the checkpoint directory:
 
 * ``checkpoint-<id>.queue``: 32-byte header (magic, version, checkpoint id, count) and the queue's
   pointers as little-endian u64, head first;
-* ``checkpoint-<id>.inflight``: protobuf ``Inflight`` (open transactions, commit-time marks);
+* ``checkpoint-<id>.inflight``: protobuf ``Inflight`` (open transactions, commit-time marks, the
+  remembered commit tags);
 * ``checkpoint.meta``: protobuf ``CheckpointMeta`` naming both files with their sizes and CRC32C.
 
 The data files are written and synced first; replacing ``checkpoint.meta`` atomically is the
@@ -27,6 +28,7 @@ from crc32c import crc32c
 from ..errors import ChannelIdentityError
 from .fs import FileSystem, write_atomic
 from .proto import channel_pb2 as pb
+from .tags import TagRecord
 
 __all__ = ["CHECKPOINT_META", "Checkpoint", "CheckpointInfo", "CheckpointInvalid", "Snapshot",
            "decode_meta", "encode_meta", "load_checkpoint", "read_checkpoint_meta", "write_checkpoint"]
@@ -67,6 +69,7 @@ class Snapshot:
     capacity: int
     interval_ms: int
     log_bytes: int = 0
+    tags: list[TagRecord] = field(default_factory=list)  # remembered commit tags, oldest first
 
 
 @dataclass(slots=True)
@@ -78,6 +81,7 @@ class Checkpoint:
     takes: list[tuple[int, list[int]]] = field(default_factory=list)
     puts: list[tuple[int, list[int]]] = field(default_factory=list)
     marks: list[tuple[int, int]] = field(default_factory=list)
+    tags: list[TagRecord] = field(default_factory=list)
 
 
 def _file_names(checkpoint_id: int) -> tuple[str, str]:
@@ -140,7 +144,9 @@ def _encode_inflight(snap: Snapshot) -> pb.Inflight:
         checkpoint_id=snap.checkpoint_id,
         takes=[pb.InflightTxn(txn_id=t, pointers=p) for t, p in snap.takes],
         puts=[pb.InflightTxn(txn_id=t, pointers=p) for t, p in snap.puts],
-        commit_marks=[pb.CommitMark(end=e, unix_ns=ns) for e, ns in snap.marks])
+        commit_marks=[pb.CommitMark(end=e, unix_ns=ns) for e, ns in snap.marks],
+        tags=[pb.CommitTag(tag=t.tag, first_seq=t.first_seq, count=t.count, commit_unix_ns=t.commit_unix_ns)
+              for t in snap.tags])
 
 
 def _write_synced(fs: FileSystem, path: str, *parts: bytes | memoryview) -> None:
@@ -188,7 +194,8 @@ def load_checkpoint(directory: str, channel_id: bytes | None) -> Checkpoint | No
     return Checkpoint(meta, queue,
                       takes=[(t.txn_id, list(t.pointers)) for t in inflight.takes],
                       puts=[(t.txn_id, list(t.pointers)) for t in inflight.puts],
-                      marks=[(m.end, m.unix_ns) for m in inflight.commit_marks])
+                      marks=[(m.end, m.unix_ns) for m in inflight.commit_marks],
+                      tags=[TagRecord(t.tag, t.first_seq, t.count, t.commit_unix_ns) for t in inflight.tags])
 
 
 def _read_meta(path: str) -> pb.CheckpointMeta | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from .proto import channel_pb2 as pb
+from .tags import TagRecord
 
 __all__ = ["Event", "SMALL_VARINTS", "varint", "decode_put", "encode_put", "encode_take", "decode_take",
            "encode_commit", "decode_commit", "encode_rollback", "TXN_PUT", "TXN_TAKE"]
@@ -81,13 +82,20 @@ def decode_take(payload: bytes | memoryview) -> list[int]:
     return list(pb.Take.FromString(bytes(payload)).pointers)
 
 
-def encode_commit(kind: int, count: int) -> bytes:
-    return pb.Commit(kind=kind, count=count).SerializeToString()  # type: ignore[arg-type]  # int is a valid enum value
+def encode_commit(kind: int, count: int, tag: TagRecord | None = None) -> bytes:
+    """A COMMIT payload; with ``tag``, the tag, first seq and commit time are recorded too."""
+    if tag is None:
+        return pb.Commit(kind=kind, count=count).SerializeToString()  # type: ignore[arg-type]  # int is a valid enum value
+    return pb.Commit(kind=kind, count=count, tag=tag.tag, first_seq=tag.first_seq,  # type: ignore[arg-type]
+                     commit_unix_ns=tag.commit_unix_ns).SerializeToString()
 
 
-def decode_commit(payload: bytes | memoryview) -> tuple[int, int]:
+def decode_commit(payload: bytes | memoryview) -> tuple[int, int, TagRecord | None]:
+    """``(kind, count, tag record or None)`` of a COMMIT payload."""
     msg = pb.Commit.FromString(bytes(payload))
-    return int(msg.kind), int(msg.count)
+    if not msg.tag:
+        return int(msg.kind), int(msg.count), None
+    return int(msg.kind), int(msg.count), TagRecord(msg.tag, msg.first_seq, msg.count, msg.commit_unix_ns)
 
 
 def encode_rollback(kind: int) -> bytes:

@@ -44,6 +44,11 @@ class ChannelConfig(BaseModel):
     keep_alive: float = Field(3.0, ge=0.0)
     checkpoint_interval: float = Field(30.0, ge=0.0)  # seconds; 0 disables the background thread
     checkpoint_on_close: bool = True
+    # Commit tags (docs/channel.md): the newest tag_window tags committed within
+    # tag_retention_seconds are remembered; 0 remembers none. Each costs ~300 bytes of memory
+    # and its share of every checkpoint.
+    tag_window: int = Field(100_000, ge=0, le=10_000_000)
+    tag_retention_seconds: float = Field(86_400.0, gt=0.0, le=366 * 86_400.0)
 
     # Cross-field checks are field validators (not a model validator) so that the error's
     # location, and so ConfigError.key, names the setting to change.

@@ -20,6 +20,7 @@ from .fs import FileSystem, write_atomic
 from .proto import channel_pb2 as pb
 from .replay import ProgressFn, ReplayResult, SegmentInfo, replay
 from .segment import list_segments, meta_path, read_meta
+from .tags import TagStore
 
 __all__ = ["CHANNEL_ID_FILE", "Recovered", "recover"]
 
@@ -43,7 +44,8 @@ def recover(fs: FileSystem, config: ChannelConfig, progress: ProgressFn | None) 
     id_path = os.path.join(config.checkpoint_dir, CHANNEL_ID_FILE)
     stored = _read_channel_id(id_path)
     start, problem = _load_start(config.checkpoint_dir, stored)
-    result = replay(fs, config.data_dirs, start=start, progress=progress)
+    tags = TagStore(config.tag_window, int(config.tag_retention_seconds * 1e9))
+    result = replay(fs, config.data_dirs, start=start, progress=progress, tags=tags)
     found = result.channel_id or (start.meta.channel_id if start else None)
     if start is not None and result.channel_id and result.channel_id != start.meta.channel_id:
         raise ChannelIdentityError(

@@ -15,6 +15,9 @@ to its last valid frame (the caller seals it before writing anything new).
 From a checkpoint, the state starts as the snapshot (queue, with the events of open takes put
 back at the head; open puts pending) and only frames at or after the checkpoint's log position
 are applied. Segments before that position are not read at all.
+
+Commit tags: the tags remembered by the checkpoint seed the store, and every tagged put COMMIT
+applied adds its tag, in log order, as the running channel did when it published the commit.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from .format import FrameType
 from .fs import FileSystem
 from .pointer_queue import PointerQueue
 from .segment import ScanResult, iter_frames, list_segments, read_meta, scan_segment
+from .tags import TagRecord, TagStore
 from .txnframes import count_logs
 
 __all__ = ["ReplayResult", "ReplayStats", "SegmentInfo", "count_refs", "replay"]
@@ -80,13 +84,15 @@ class ReplayResult:
     stats: ReplayStats = field(default_factory=ReplayStats)
     puts_committed: int = 0  # cumulative, since the channel was created (checkpoint + replayed)
     takes_committed: int = 0
+    tags: TagStore = field(default_factory=TagStore)  # remembered commit tags
 
 
 class _State:
     """Pending transactions and the queue while frames are applied."""
 
-    def __init__(self, start: Checkpoint | None = None) -> None:
+    def __init__(self, start: Checkpoint | None = None, tags: TagStore | None = None) -> None:
         self.queue = PointerQueue()
+        self.tags = tags if tags is not None else TagStore()
         self.puts: dict[int, list[int]] = {}
         self.takes: dict[int, list[int]] = {}
         self.removed: set[int] = set()  # committed takes not (yet) at the head
@@ -109,8 +115,10 @@ class _State:
         self.refs.update(start.meta.log_refcounts)  # counts queued + open takes, as seeded here
         self.max_seq = start.meta.last_seq
         self.max_txn = max(start.meta.next_txn_id - 1, 0)
+        self.tags.extend(start.tags)
 
-    def commit(self, txn: int, kind: int, count: int, path: str, offset: int) -> None:
+    def commit(self, txn: int, kind: int, count: int, path: str, offset: int,
+               tag: TagRecord | None = None) -> None:
         pointers = (self.puts if kind == TXN_PUT else self.takes).pop(txn, [])
         if len(pointers) < count and self._began_before_history(txn, pointers):
             # Its first frames were in a segment deleted as drained: those events were all taken
@@ -125,6 +133,8 @@ class _State:
             self.queue.extend(pointers)
             count_logs(self.refs, pointers, +1)
             self.stats.puts_committed += count
+            if tag is not None:
+                self.tags.add(tag)
         else:
             self._remove(pointers)
             self.stats.takes_committed += count
@@ -161,12 +171,16 @@ class _State:
 
 
 def replay(fs: FileSystem, data_dirs: list[str], *, start: Checkpoint | None = None,
-           progress: ProgressFn | None = None) -> ReplayResult:
-    """Replay the segments of ``data_dirs`` in log-id order, from ``start`` if given."""
+           progress: ProgressFn | None = None, tags: TagStore | None = None) -> ReplayResult:
+    """Replay the segments of ``data_dirs`` in log-id order, from ``start`` if given.
+
+    ``tags`` is the store to fill with the remembered commit tags (the channel passes one with
+    its window and retention); by default every tag found is kept.
+    """
     started = time.monotonic()
     segments = sorted(seg for d in data_dirs for seg in list_segments(fs, d))
     _check_unique_ids(segments)
-    state, infos, channel_id = _State(start), [], None
+    state, infos, channel_id = _State(start, tags), [], None
     first_log, first_offset = (start.meta.log_id, start.meta.log_offset) if start else (0, 0)
     state.truncated = start is None and bool(segments) and segments[0][0] > 1
     for index, (log_id, path) in enumerate(segments):
@@ -192,7 +206,7 @@ def replay(fs: FileSystem, data_dirs: list[str], *, start: Checkpoint | None = N
     state.stats.segments = len(infos)
     state.stats.seconds = time.monotonic() - started
     result = ReplayResult(queue, state.refcounts(), infos, channel_id, state.max_seq,
-                          state.max_txn, state.stats)
+                          state.max_txn, state.stats, tags=state.tags)
     result.puts_committed = (start.meta.puts_committed if start else 0) + state.stats.puts_committed
     # Without a checkpoint, history before the oldest kept segment is unknown; count takes so
     # that puts - takes is the queue, as it is while the channel runs.
@@ -278,8 +292,8 @@ def _apply_frames(state: _State, image, log_id: int, path: str, *, newest: bool,
         if ftype == FrameType.TAKE:
             takes.setdefault(txn, []).extend(decode_take(payload))
         elif ftype == FrameType.COMMIT:
-            kind, count = decode_commit(payload)
-            state.commit(txn, kind, count, path, offset)
+            kind, count, tag = decode_commit(payload)
+            state.commit(txn, kind, count, path, offset, tag)
         elif ftype == FrameType.ROLLBACK:
             puts.pop(txn, None)
             takes.pop(txn, None)

@@ -19,6 +19,7 @@ from crc32c import crc32c
 from ..errors import EventTooLargeError, TransactionCapacityError, TransactionError
 from . import format as fmt
 from .codec import SMALL_VARINTS, Event, encode_put, varint
+from .tags import TagRecord
 
 if TYPE_CHECKING:
     from .channel import FileChannel
@@ -47,9 +48,11 @@ class TxnState(enum.Enum):
 class Transaction:
     """Use as a context manager: commit on normal exit, roll back on an exception."""
 
-    def __init__(self, channel: FileChannel, txn_id: int) -> None:
+    def __init__(self, channel: FileChannel, txn_id: int, tag: str | None = None) -> None:
         self._channel = channel
         self.txn_id = txn_id
+        self.tag = tag  # validated by FileChannel.transaction; puts only
+        self.tag_record: TagRecord | None = None  # set when the COMMIT frame is built
         self.kind: TxnKind | None = None
         self.state = TxnState.OPEN
         self.count = 0  # events put or taken so far
@@ -147,6 +150,10 @@ class Transaction:
 
     def _begin(self, kind: TxnKind, more: int) -> None:
         self._check_open()
+        if kind is TxnKind.TAKE and self.tag is not None:
+            raise TransactionError(
+                f"transaction {self.txn_id} carries commit tag {self.tag!r}: tags mark put batches only; "
+                "begin take transactions without a tag")
         if self.kind is None:
             self.kind = kind
         elif self.kind is not kind:
@@ -163,7 +170,8 @@ class Transaction:
 
     def __repr__(self) -> str:
         kind = self.kind.value if self.kind else "empty"
-        return f"<Transaction {self.txn_id} {kind} {self.state.value} events={self.count}>"
+        tag = f" tag={self.tag!r}" if self.tag is not None else ""
+        return f"<Transaction {self.txn_id} {kind} {self.state.value} events={self.count}{tag}>"
 
 
 def _payload(event: Event) -> bytes:

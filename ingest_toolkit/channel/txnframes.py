@@ -10,6 +10,7 @@ from collections import Counter
 from . import format as fmt
 from .codec import TXN_TAKE, encode_commit, encode_take
 from .format import FrameType
+from .tags import TagRecord
 from .transaction import Transaction, TxnKind
 
 __all__ = ["commit_frame", "count_logs", "fit_frames", "put_seq_range", "take_chunks", "take_frames"]
@@ -41,8 +42,8 @@ def put_seq_range(chunk: list[bytes]) -> tuple[int, int]:
     return (min(seqs), max(seqs)) if seqs else (0, 0)
 
 
-def commit_frame(txn_id: int, kind: int, count: int) -> bytes:
-    return fmt.encode_frame(FrameType.COMMIT, txn_id, 0, encode_commit(kind, count))
+def commit_frame(txn_id: int, kind: int, count: int, tag: TagRecord | None = None) -> bytes:
+    return fmt.encode_frame(FrameType.COMMIT, txn_id, 0, encode_commit(kind, count, tag))
 
 
 def take_chunks(txns: list[Transaction]) -> list[tuple[int, list[int]]]:

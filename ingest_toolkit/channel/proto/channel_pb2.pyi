@@ -38,12 +38,18 @@ class Take(_message.Message):
     def __init__(self, pointers: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Commit(_message.Message):
-    __slots__ = ("kind", "count")
+    __slots__ = ("kind", "count", "tag", "first_seq", "commit_unix_ns")
     KIND_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
+    TAG_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
     kind: TxnKind
     count: int
-    def __init__(self, kind: _Optional[_Union[TxnKind, str]] = ..., count: _Optional[int] = ...) -> None: ...
+    tag: str
+    first_seq: int
+    commit_unix_ns: int
+    def __init__(self, kind: _Optional[_Union[TxnKind, str]] = ..., count: _Optional[int] = ..., tag: _Optional[str] = ..., first_seq: _Optional[int] = ..., commit_unix_ns: _Optional[int] = ...) -> None: ...
 
 class Rollback(_message.Message):
     __slots__ = ("kind",)
@@ -158,14 +164,28 @@ class CommitMark(_message.Message):
     unix_ns: int
     def __init__(self, end: _Optional[int] = ..., unix_ns: _Optional[int] = ...) -> None: ...
 
+class CommitTag(_message.Message):
+    __slots__ = ("tag", "first_seq", "count", "commit_unix_ns")
+    TAG_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
+    tag: str
+    first_seq: int
+    count: int
+    commit_unix_ns: int
+    def __init__(self, tag: _Optional[str] = ..., first_seq: _Optional[int] = ..., count: _Optional[int] = ..., commit_unix_ns: _Optional[int] = ...) -> None: ...
+
 class Inflight(_message.Message):
-    __slots__ = ("checkpoint_id", "takes", "puts", "commit_marks")
+    __slots__ = ("checkpoint_id", "takes", "puts", "commit_marks", "tags")
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     TAKES_FIELD_NUMBER: _ClassVar[int]
     PUTS_FIELD_NUMBER: _ClassVar[int]
     COMMIT_MARKS_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
     checkpoint_id: int
     takes: _containers.RepeatedCompositeFieldContainer[InflightTxn]
     puts: _containers.RepeatedCompositeFieldContainer[InflightTxn]
     commit_marks: _containers.RepeatedCompositeFieldContainer[CommitMark]
-    def __init__(self, checkpoint_id: _Optional[int] = ..., takes: _Optional[_Iterable[_Union[InflightTxn, _Mapping]]] = ..., puts: _Optional[_Iterable[_Union[InflightTxn, _Mapping]]] = ..., commit_marks: _Optional[_Iterable[_Union[CommitMark, _Mapping]]] = ...) -> None: ...
+    tags: _containers.RepeatedCompositeFieldContainer[CommitTag]
+    def __init__(self, checkpoint_id: _Optional[int] = ..., takes: _Optional[_Iterable[_Union[InflightTxn, _Mapping]]] = ..., puts: _Optional[_Iterable[_Union[InflightTxn, _Mapping]]] = ..., commit_marks: _Optional[_Iterable[_Union[CommitMark, _Mapping]]] = ..., tags: _Optional[_Iterable[_Union[CommitTag, _Mapping]]] = ...) -> None: ...

@@ -122,7 +122,7 @@ class TxnSim:
             if txn in self.in_damage:
                 self.resolved.add(txn)
             if piece.type == FrameType.COMMIT:
-                kind, count = decode_commit(image[piece.offset + _HEAD: piece.end - 4])
+                kind, count, _tag = decode_commit(image[piece.offset + _HEAD: piece.end - 4])
                 return self._commit(txn, kind, count, path, (log_id << 32) | piece.offset)
             self.pending.difference_update(p for p, _ in self.puts.pop(txn, []))
             self.takes.pop(txn, None)

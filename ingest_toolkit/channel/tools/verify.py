@@ -7,7 +7,9 @@ Checks, with the directories locked (a live owner is refused):
 * every segment an event refers to exists; no segment lies below the deletion floor unreferenced
   (an *orphan*: the deletion rule would have removed it); every segment but the newest is sealed;
 * the state from checkpoint + replay of the frames after it equals the state from an independent
-  full replay of every segment;
+  full replay of every segment; commit tags found by both agree (the full replay cannot see tags
+  of deleted segments, and the checkpoint forgets tags out of the channel's window, so only the
+  tags both know are compared);
 * when a replay fails, every segment is scanned and each damaged range reported.
 """
 
@@ -232,6 +234,7 @@ class _Verifier:
         return [item for item in items if isinstance(item, Damage)]
 
     def _compare(self, resumed: ReplayResult, full: ReplayResult) -> None:
+        self._compare_tags(resumed, full)
         a, b = resumed.queue.to_array(), full.queue.to_array()
         if a == b:
             return
@@ -245,6 +248,19 @@ class _Verifier:
                         f"{len(only_checkpoint)} only in the first, {len(only_full)} only in the second "
                         f"(e.g. {sample})", checkpoint_queue=len(a), full_replay_queue=len(b),
                         only_checkpoint=len(only_checkpoint), only_full_replay=len(only_full))
+
+
+    def _compare_tags(self, resumed: ReplayResult, full: ReplayResult) -> None:
+        mine, theirs = resumed.tags.as_dict(), full.tags.as_dict()
+        differing = sorted(tag for tag in mine.keys() & theirs.keys() if mine[tag] != theirs[tag])
+        if mine or theirs:
+            self.report.notes.append(f"commit tags: {len(mine)} remembered by checkpoint + replay, {len(theirs)} "
+                                     f"found by the full replay, {len(mine.keys() & theirs.keys())} by both")
+        for tag in differing[:10]:
+            a, b = mine[tag], theirs[tag]
+            self.report.add("tag_mismatch", f"commit tag {tag!r}: checkpoint + replay records first seq {a.first_seq}, "
+                            f"{a.count} events; the full replay first seq {b.first_seq}, {b.count} events",
+                            tag=tag, checkpoint_first_seq=a.first_seq, full_replay_first_seq=b.first_seq)
 
 
 _MISSING_FRAMES_HINT = (" (no damaged bytes were found: frames of this transaction are in a segment missing from "
