@@ -1,0 +1,44 @@
+"""The agent's gRPC API: durable batched puts, leased remote transactions, status.
+
+Server side: :class:`AgentService` (given the channels and a put handler) and
+:func:`start_server`. Client side: :class:`AgentClient` (``put``, ``open_take``, ``status``,
+``channel``) and :class:`RemoteSource` for the landing. See docs/rpc.md.
+"""
+
+from __future__ import annotations
+
+from .client import AgentClient, PutAck, RemoteSource, RemoteTake
+from .errors import (
+    AgentUnavailableError,
+    AuthenticationError,
+    InvalidRequestError,
+    LeaseExpiredError,
+    RemoteError,
+    RequestTooLargeError,
+    RpcError,
+    UnknownChannelError,
+)
+from .handlers import PutHandler, PutResult, channel_put_handler
+from .server import RunningServer, start_server
+from .service import AgentService
+
+__all__ = [
+    "AgentClient",
+    "AgentService",
+    "AgentUnavailableError",
+    "AuthenticationError",
+    "InvalidRequestError",
+    "LeaseExpiredError",
+    "PutAck",
+    "PutHandler",
+    "PutResult",
+    "RemoteError",
+    "RemoteSource",
+    "RemoteTake",
+    "RequestTooLargeError",
+    "RpcError",
+    "RunningServer",
+    "UnknownChannelError",
+    "channel_put_handler",
+    "start_server",
+]

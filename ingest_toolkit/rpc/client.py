@@ -1,0 +1,211 @@
+"""Client of the agent's gRPC API: puts, leased remote takes, status.
+
+Errors come back as the toolkit's own exception classes (``ChannelFullError``,
+``EventTooLargeError``, ...; see :mod:`.errors`), so code written against an in-process
+channel handles a remote one the same way.
+
+>>> client = AgentClient("127.0.0.1:7070", token=os.environ["INGEST_TOKEN"])   # doctest: +SKIP
+>>> client.put([Event(b"hello")], channel="events", batch_id="host-a/000042")  # doctest: +SKIP
+>>> with client.open_take("events", 1000, lease_seconds=120) as take:          # doctest: +SKIP
+...     write_somewhere(take.events)   # commit on normal exit, rollback on an exception
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from ..channel import Event, TxnState
+from ..errors import TransactionCapacityError
+from .adapter import RemoteChannel
+from .errors import RequestTooLargeError, from_rpc_error
+from .proto import agent_pb2 as pb
+from .proto import agent_pb2_grpc as pb_grpc
+from .remote_txn import RemoteTransaction, TxnStream
+from .server import DEFAULT_MAX_MESSAGE_BYTES
+from .wire import body_bytes, fill_batch
+
+__all__ = ["AgentClient", "PutAck", "RemoteSource", "RemoteTake"]
+
+
+@dataclass(frozen=True, slots=True)
+class PutAck:
+    """The agent's acknowledgement: sent after the commit. ``duplicate``: the batch id was already
+    committed, so nothing was stored this time."""
+
+    accepted: int
+    duplicate: bool
+    channels: tuple[str, ...]
+
+
+class RemoteTake:
+    """An open remote take (the landing's ``TakeBatch``): ``events`` oldest first, each with ``seq``.
+
+    The agent holds the events for this take until ``commit`` (they are gone) or ``rollback``
+    (back at the head of the queue, in order). Without a request for ``lease_seconds`` the agent
+    rolls it back; ``extend()`` renews the lease while the work goes on. A commit after the lease
+    ran out raises :class:`~.errors.LeaseExpiredError`.
+    """
+
+    def __init__(self, txn: RemoteTransaction, events: list[Event]) -> None:
+        self._txn, self.events = txn, events
+        self.channel_id: bytes = txn.channel_id
+
+    @property
+    def state(self) -> TxnState:
+        return self._txn.state
+
+    @property
+    def lease_seconds(self) -> float:
+        return self._txn.lease_seconds
+
+    def commit(self) -> None:
+        self._txn.commit()
+
+    def rollback(self) -> None:
+        self._txn.rollback()
+
+    def extend(self, lease_seconds: float = 0.0) -> float:
+        """Renew the lease from now (``0``: the current length); returns the lease granted."""
+        return self._txn.extend(lease_seconds)
+
+    def __enter__(self) -> RemoteTake:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        self._txn.__exit__(exc_type, None, None)
+
+
+class AgentClient:
+    """Connection to one agent. Thread-safe; share one per process and ``close()`` it at the end.
+
+    ``token``: bearer token sent with every call. ``tls_ca``: PEM file of the CA (or the
+    self-signed certificate) that signed the agent's certificate; it turns TLS on.
+    ``tls_server_name`` overrides the name checked against the certificate.
+    ``max_message_bytes`` must not exceed the agent's: requests larger than it are refused here,
+    before they are sent.
+    """
+
+    def __init__(self, address: str, *, token: str | None = None, tls_ca: str | os.PathLike[str] | None = None,
+                 tls_server_name: str | None = None, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 timeout: float = 60.0) -> None:
+        options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", -1),
+                                          ("grpc.max_send_message_length", -1),
+                                          # pings find a vanished agent under an idle open transaction
+                                          ("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 10_000)]
+        if tls_server_name:
+            options.append(("grpc.ssl_target_name_override", tls_server_name))
+        if tls_ca is not None:
+            credentials = grpc.ssl_channel_credentials(root_certificates=Path(tls_ca).read_bytes())
+            self._grpc: grpc.Channel = grpc.secure_channel(address, credentials, options=options)
+        else:
+            self._grpc = grpc.insecure_channel(address, options=options)
+        self.address, self.timeout, self.max_message_bytes = address, timeout, max_message_bytes
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._stub = pb_grpc.AgentStub(self._grpc)  # type: ignore[no-untyped-call]  # generated
+
+    # -- puts -----------------------------------------------------------------------------
+    def put(self, events: Sequence[Event], *, channel: str | None = None, batch_id: str | None = None) -> PutAck:
+        """Store ``events`` durably in one batch; returns after the agent committed them.
+
+        ``channel``: None sends them through the agent's default pipeline. ``batch_id``: retrying
+        a batch with the same id after an error or timeout never stores it twice.
+        """
+        request = pb.PutRequest(channel=channel or "", batch_id=batch_id or "")
+        fill_batch(request.events, events)
+        self._check_size(request, events)
+        try:
+            ack = self._stub.Put(request, metadata=self._metadata, timeout=self.timeout)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err, what="put") from None
+        return PutAck(ack.accepted, ack.duplicate, tuple(ack.channels))
+
+    # -- takes ----------------------------------------------------------------------------
+    def open_take(self, channel: str, max_events: int, lease_seconds: float = 0.0) -> RemoteTake:
+        """Take up to ``max_events`` from the head of ``channel`` in a new leased transaction.
+
+        ``lease_seconds``: 0 means the agent's default. Returns fewer events (maybe none) when the
+        queue holds fewer.
+        """
+        txn = RemoteTransaction(self.stream, channel, lease_seconds)
+        try:
+            events = txn.begin_with_take(max_events)
+        except BaseException:
+            txn.discard()
+            raise
+        return RemoteTake(txn, events)
+
+    def stream(self) -> TxnStream:
+        """A new ``Transaction`` call (used by :class:`RemoteTransaction`)."""
+        return TxnStream(self._stub, self._metadata)
+
+    def transaction(self, channel: str, lease_seconds: float = 0.0) -> RemoteTransaction:
+        """A general remote transaction (puts or takes), opened lazily at its first operation."""
+        return RemoteTransaction(self.stream, channel, lease_seconds)
+
+    def channel(self, name: str, *, lease_seconds: float = 0.0) -> RemoteChannel:
+        """A channel-like adapter (``transaction()``, ``len()``, ``close()``) for ``name``."""
+        return RemoteChannel(self, name, lease_seconds=lease_seconds)
+
+    # -- status ---------------------------------------------------------------------------
+    def status(self, channel: str) -> dict[str, Any]:
+        """``checkpoint`` (checkpoint.meta as last written, or None), ``live`` counters
+        (``ch.stats()``), ``queue_size``, ``channel_id`` (hex) and the open remote transactions."""
+        try:
+            reply = self._stub.Status(pb.StatusRequest(channel=channel), metadata=self._metadata,
+                                      timeout=self.timeout)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err, what=f"status of {channel}") from None
+        status: dict[str, Any] = json.loads(reply.status_json)
+        return status
+
+    def close(self) -> None:
+        """Close the connection; the agent rolls back this client's open transactions."""
+        self._grpc.close()
+
+    def __enter__(self) -> AgentClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_size(self, request: pb.PutRequest, events: Sequence[Event]) -> None:
+        if body_bytes(events) < self.max_message_bytes // 2:
+            return  # far below the limit: skip ByteSize(), which costs as much as the encoding
+        size = request.ByteSize()
+        if size > self.max_message_bytes:
+            raise RequestTooLargeError(size=size, limit=self.max_message_bytes)
+
+
+class RemoteSource:
+    """A channel behind an agent, seen from the landing (the ``TakeSource`` protocol).
+
+    Like the in-process source, a take asks for at most the channel's ``transaction_capacity``:
+    the first take that asks for more learns the limit from the agent's
+    ``TransactionCapacityError`` and is retried within it.
+    """
+
+    def __init__(self, client: AgentClient, channel_name: str, lease_seconds: float = 0.0) -> None:
+        self.client, self.name, self.lease_seconds = client, channel_name, lease_seconds
+        self._limit: int | None = None
+
+    def open_take(self, max_events: int) -> RemoteTake:
+        wanted = max_events if self._limit is None else min(max_events, self._limit)
+        try:
+            return self.client.open_take(self.name, wanted, self.lease_seconds)
+        except TransactionCapacityError as err:
+            capacity = getattr(err, "capacity", None)
+            if not isinstance(capacity, int) or capacity >= wanted:
+                raise
+            self._limit = capacity
+            return self.client.open_take(self.name, capacity, self.lease_seconds)
+
+    def backlog(self) -> int:
+        """Committed events not yet taken (live, from the agent)."""
+        return int(self.client.status(self.name)["queue_size"])

@@ -1,0 +1,92 @@
+"""What the service calls to store a put batch, and a ready-made handler for named channels.
+
+The agent passes its collect pipeline's ``put_batch`` (wrapped as a :data:`PutHandler`); the
+service only decodes, calls the handler and acknowledges what the handler returned, after the
+handler returned, i.e. after the commit.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+
+from ..channel import Event, FileChannel
+from ..collect.pipeline import PutResult
+from .errors import InvalidRequestError, UnknownChannelError
+
+__all__ = ["PutHandler", "PutResult", "channel_put_handler"]
+
+
+PutHandler = Callable[[str | None, list[Event], str | None], PutResult]
+"""``(channel name or None for the default pipeline, events, batch id or None) -> outcome``.
+
+Must return only once the events are committed (durable), and raise the toolkit's errors
+(ChannelFullError, EventTooLargeError, ...) otherwise. With a batch id it must not store a batch
+whose id was already committed (report ``duplicate=True`` instead)."""
+
+
+def channel_put_handler(channels: Mapping[str, FileChannel], *, default: str | None = None) -> PutHandler:
+    """A handler that puts each batch into the named channel in one transaction.
+
+    ``default`` names the channel for requests without one. Batch ids are deduplicated with the
+    channel's commit tags: one lock per batch id makes the check and the commit atomic, so two
+    concurrent retries of one batch cannot both commit.
+    """
+    tag_locks = _TagLocks()
+
+    def handle(name: str | None, events: list[Event], batch_id: str | None) -> PutResult:
+        target = name or default
+        if target is None:
+            raise InvalidRequestError("this agent has no default pipeline: name the channel in the put request")
+        channel = channels.get(target)
+        if channel is None:
+            raise UnknownChannelError(channel=target, known=list(channels))
+        if batch_id is None:
+            with channel.transaction() as tx:
+                tx.put_many(events)
+            return PutResult(len(events), False, (target,))
+        with tag_locks.hold(batch_id):
+            if channel.find_tag(batch_id) is not None:
+                return PutResult(0, True, (target,))
+            with channel.transaction(tag=batch_id) as tx:
+                tx.put_many(events)
+            return PutResult(len(events), False, (target,))
+
+    return handle
+
+
+class _TagLocks:
+    """A lock per batch id, kept only while some thread holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, tuple[threading.Lock, int]] = {}
+
+    def hold(self, tag: str) -> _Held:
+        return _Held(self, tag)
+
+    def acquire(self, tag: str) -> None:
+        with self._guard:
+            lock, users = self._locks.get(tag, (threading.Lock(), 0))
+            self._locks[tag] = (lock, users + 1)
+        lock.acquire()
+
+    def release(self, tag: str) -> None:
+        with self._guard:
+            lock, users = self._locks[tag]
+            if users == 1:
+                del self._locks[tag]
+            else:
+                self._locks[tag] = (lock, users - 1)
+        lock.release()
+
+
+class _Held:
+    def __init__(self, locks: _TagLocks, tag: str) -> None:
+        self._locks, self._tag = locks, tag
+
+    def __enter__(self) -> None:
+        self._locks.acquire(self._tag)
+
+    def __exit__(self, *exc: object) -> None:
+        self._locks.release(self._tag)

@@ -1,0 +1,1 @@
+"""Generated protobuf and gRPC code of the agent API (``agent.proto``); regenerate with ``generate.py``."""

@@ -1,0 +1,205 @@
+"""One channel transaction held open on the agent through a ``Transaction`` stream.
+
+The client speaks in lockstep: one request, then the responses that answer it. A request that
+fails inside the transaction comes back as a ``Failure`` carrying the error and the state the
+transaction is left in, so a refused put (channel full, transaction capacity) leaves the
+transaction usable exactly as in-process. Operations on a transaction that is no longer open
+fail locally with ``TransactionError``, as FileChannel's do.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import grpc
+
+from ..channel import Event, TxnState
+from ..errors import ChannelClosedError, IngestError, TransactionError
+from .errors import RemoteError, from_rpc_error, rebuild
+from .proto import agent_pb2 as pb
+from .wire import decode_batch, fill_batch
+
+__all__ = ["RemoteTransaction", "TxnStream"]
+
+_STATES = {pb.TXN_STATE_OPEN: TxnState.OPEN, pb.TXN_STATE_COMMITTED: TxnState.COMMITTED,
+           pb.TXN_STATE_ROLLED_BACK: TxnState.ROLLED_BACK, pb.TXN_STATE_UNKNOWN: TxnState.UNKNOWN}
+
+
+class TxnStream:
+    """A ``Transaction`` call: requests go through a queue, responses are read in order."""
+
+    def __init__(self, stub: Any, metadata: Sequence[tuple[str, str]]) -> None:
+        self._requests: queue.SimpleQueue[pb.TxnRequest | None] = queue.SimpleQueue()
+        self._responses: Any = stub.Transaction(iter(self._requests.get, None), metadata=metadata)
+        # A transaction dropped without commit or rollback must not leave gRPC's request-feeding
+        # thread blocked on the queue forever (the agent rolls back when its lease runs out).
+        weakref.finalize(self, self._requests.put, None)
+
+    def send(self, request: pb.TxnRequest) -> None:
+        self._requests.put(request)
+
+    def recv(self, what: str) -> pb.TxnResponse:
+        """The next response; a broken call raises the toolkit error it stands for."""
+        try:
+            response: pb.TxnResponse = next(self._responses)
+        except StopIteration:
+            raise RemoteError(f"{what}: the agent ended the transaction stream unexpectedly") from None
+        except grpc.RpcError as err:
+            raise from_rpc_error(err, what=what) from None
+        return response
+
+    def close(self) -> None:
+        """Half-close, and cancel the call if the agent has not ended it (it then rolls back)."""
+        self._requests.put(None)
+        self._responses.cancel()
+
+
+class RemoteTransaction:
+    """A transaction on a remote channel; the stream opens at the first operation."""
+
+    def __init__(self, connect: Callable[[], TxnStream], channel: str, lease_seconds: float = 0.0,
+                 closed: Callable[[], bool] = lambda: False) -> None:
+        self._connect, self.channel, self._closed = connect, channel, closed
+        self.lease_seconds = lease_seconds
+        self.channel_id = b""
+        self.state = TxnState.OPEN
+        self._stream: TxnStream | None = None
+        self._lock = threading.Lock()
+
+    # -- operations -----------------------------------------------------------------------
+    def put(self, event: Event) -> int:
+        return self.put_many([event])[0]
+
+    def put_many(self, events: Sequence[Event]) -> list[int]:
+        batch = events if isinstance(events, (list, tuple)) else list(events)
+        request = pb.TxnRequest()
+        fill_batch(request.put, batch)
+        response = self._call(request, "put")
+        if response.WhichOneof("result") != "put":
+            raise RemoteError(f"put: unexpected answer {response.WhichOneof('result')}")
+        return list(range(response.put.first_seq, response.put.first_seq + response.put.count))
+
+    def take(self, max_events: int = 1) -> list[Event]:
+        if max_events < 0:
+            raise ValueError("max_events must be >= 0")
+        with self._lock:
+            self._check_usable()
+            self._open()
+            return self._take_locked(max_events)
+
+    def begin_with_take(self, max_events: int) -> list[Event]:
+        """Open the stream with a take in the same request (one round trip)."""
+        with self._lock:
+            self._check_usable()
+            self._open(take=max_events)
+            return self._receive_events("take")
+
+    def extend(self, lease_seconds: float = 0.0) -> float:
+        response = self._call(pb.TxnRequest(extend=pb.Extend(lease_seconds=lease_seconds)), "extend lease")
+        self.lease_seconds = response.extended.lease_seconds
+        return self.lease_seconds
+
+    def commit(self) -> None:
+        self._end("commit")
+
+    def rollback(self) -> None:
+        self._end("rollback")
+
+    def discard(self) -> None:
+        """Drop the stream without a word; the agent rolls the transaction back."""
+        if self._stream is not None:
+            self._stream.close()
+        if self.state is TxnState.OPEN:
+            self.state = TxnState.ROLLED_BACK
+
+    def __enter__(self) -> RemoteTransaction:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if self.state is not TxnState.OPEN:
+            return
+        if exc_type is None:
+            self.commit()
+            return
+        try:
+            self.rollback()
+        except IngestError:
+            self.discard()  # the original exception matters more; the agent rolls back anyway
+
+    # -- internals ------------------------------------------------------------------------
+    def _call(self, request: pb.TxnRequest, what: str) -> pb.TxnResponse:
+        with self._lock:
+            self._check_usable()
+            self._open()
+            assert self._stream is not None
+            self._stream.send(request)
+            return self._answer(what)
+
+    def _end(self, op: str) -> None:
+        with self._lock:
+            self._check_usable()
+            if self._stream is None:  # nothing was sent: nothing to end on the agent
+                self.state = TxnState.COMMITTED if op == "commit" else TxnState.ROLLED_BACK
+                return
+            end = pb.TxnRequest(commit=pb.End()) if op == "commit" else pb.TxnRequest(rollback=pb.End())
+            self._stream.send(end)
+            response = self._answer(op)
+            self.state = _STATES[response.ended.state]
+            self._stream.close()  # the agent ended the call; this ends our request feeder thread
+
+    def _open(self, take: int = 0) -> None:
+        if self._stream is not None:
+            return
+        stream = self._connect()
+        stream.send(pb.TxnRequest(begin=pb.Begin(channel=self.channel, lease_seconds=self.lease_seconds,
+                                                 take=take)))
+        try:
+            begun = stream.recv(f"begin transaction on {self.channel}")
+        except BaseException:
+            stream.close()
+            self.state = TxnState.ROLLED_BACK
+            raise
+        self._stream = stream
+        self.channel_id, self.lease_seconds = begun.begun.channel_id, begun.begun.lease_seconds
+
+    def _take_locked(self, max_events: int) -> list[Event]:
+        assert self._stream is not None
+        self._stream.send(pb.TxnRequest(take=pb.Take(max_events=max_events)))
+        return self._receive_events("take")
+
+    def _receive_events(self, what: str) -> list[Event]:
+        events: list[Event] = []
+        while True:
+            response = self._answer(what)
+            events.extend(decode_batch(response.chunk.events))
+            if response.chunk.last:
+                return events
+
+    def _answer(self, what: str) -> pb.TxnResponse:
+        assert self._stream is not None
+        try:
+            response = self._stream.recv(what)
+        except IngestError:
+            # The call broke: the agent rolls back an open transaction whose stream ends, but a
+            # commit in flight may or may not have happened.
+            self.state = TxnState.UNKNOWN if what == "commit" else TxnState.ROLLED_BACK
+            self._stream.close()
+            raise
+        if response.WhichOneof("result") == "failure":
+            failure = response.failure
+            self.state = _STATES.get(failure.state, TxnState.UNKNOWN)
+            if self.state is not TxnState.OPEN:
+                self._stream.close()
+            raise rebuild(failure.code, failure.kind, failure.message, failure.attrs_json)
+        return response
+
+    def _check_usable(self) -> None:
+        if self._closed():
+            raise ChannelClosedError()
+        if self.state is not TxnState.OPEN:
+            raise TransactionError(f"remote transaction on {self.channel} is already {self.state.value}")
+

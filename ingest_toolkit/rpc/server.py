@@ -1,0 +1,100 @@
+"""Starting and stopping the gRPC endpoint of an :class:`~.service.AgentService`.
+
+Loopback by default. A non-loopback address without TLS or without a token is allowed (a
+private network may be trusted) but logged as a warning, since events and tokens would then
+cross the network in clear or unauthenticated.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import grpc
+
+from ..errors import ConfigError
+from ..security import TlsSettings
+from .proto import agent_pb2_grpc as pb_grpc
+from .service import AgentService
+
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "AgentService", "RunningServer", "start_server"]
+
+log = logging.getLogger("ingest_toolkit.rpc")
+
+DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
+
+
+@dataclass
+class RunningServer:
+    """A started server; ``port`` is the bound port (useful with ``port=0``)."""
+
+    server: grpc.Server
+    service: AgentService
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    def stop(self, grace: float | None = 5.0) -> None:
+        """Stop accepting calls, give running ones ``grace`` seconds, then cancel them.
+
+        Cancelled transaction streams roll their transactions back.
+        """
+        self.server.stop(grace).wait()
+        self.service.stop()
+
+
+def start_server(service: AgentService, host: str = "127.0.0.1", port: int = 0, *,
+                 tls: TlsSettings | None = None, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 max_workers: int | None = None) -> RunningServer:
+    """Serve ``service`` on ``host:port`` (``port=0``: an ephemeral port).
+
+    ``max_workers`` defaults to the service's ``max_open_transactions`` plus 16 threads, so that
+    open transaction streams (one thread each) never starve puts and status calls.
+    """
+    workers = max_workers or service.max_open_transactions + 16
+    options = [("grpc.max_receive_message_length", max_message_bytes),
+               ("grpc.max_send_message_length", max_message_bytes),
+               ("grpc.so_reuseport", 0),
+               ("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 10_000),
+               ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+               ("grpc.keepalive_permit_without_calls", 1)]
+    server = grpc.server(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rpc"), options=options)
+    pb_grpc.add_AgentServicer_to_server(service, server)  # type: ignore[no-untyped-call]  # generated
+    bound = _bind(server, f"[{host}]:{port}" if ":" in host else f"{host}:{port}", tls)
+    _warn_if_exposed(host, tls, service)
+    service.start()
+    server.start()
+    log.info("agent gRPC endpoint on %s:%d (%s)", host, bound, "TLS" if tls else "plaintext")
+    return RunningServer(server, service, host, bound)
+
+
+def _bind(server: grpc.Server, address: str, tls: TlsSettings | None) -> int:
+    try:
+        if tls is None:
+            port: int = server.add_insecure_port(address)
+        else:
+            cert, key, client_ca = tls.read()
+            credentials = grpc.ssl_server_credentials([(key, cert)], root_certificates=client_ca,
+                                                      require_client_auth=client_ca is not None)
+            port = server.add_secure_port(address, credentials)
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise ConfigError(f"cannot listen on {address} (address in use or not local?)", key="agent.grpc.port")
+    return port
+
+
+def _warn_if_exposed(host: str, tls: TlsSettings | None, service: AgentService) -> None:
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback and (tls is None or not service.authenticates):
+        log.warning("agent gRPC endpoint listens on %s without %s", host,
+                    " and ".join(w for w, off in (("TLS", tls is None), ("a token", not service.authenticates)) if off))

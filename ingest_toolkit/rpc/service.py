@@ -1,0 +1,235 @@
+"""The agent's gRPC service: batched durable puts, leased remote transactions, status.
+
+Threading model: grpcio's synchronous server runs each call on a pool thread. A remote
+transaction lives inside one ``Transaction`` stream, so it stays on *one* server thread from
+begin to end, which is what FileChannel's one-open-transaction-per-thread rule needs; the lease
+reaper (:mod:`.leases`) and the stream's end may roll it back from other threads. The number of
+open remote transactions is capped below the pool size so that puts and status calls always
+find a free thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any, NoReturn
+
+import grpc
+
+from ..channel import Event, FileChannel, TxnState
+from ..channel.checkpoint import read_checkpoint_meta
+from ..errors import IngestError
+from ..security import bearer_ok
+from .errors import (
+    AgentUnavailableError,
+    AuthenticationError,
+    ErrorInfo,
+    InvalidRequestError,
+    LeaseExpiredError,
+    UnknownChannelError,
+    describe,
+)
+from .handlers import PutHandler
+from .leases import LeaseTable, RemoteTxn
+from .proto import agent_pb2 as pb
+from .proto import agent_pb2_grpc as pb_grpc
+from .wire import CHUNK_BYTES, chunks, decode_batch, fill_batch
+
+__all__ = ["AgentService", "MAX_BATCH_ID_BYTES"]
+
+log = logging.getLogger("ingest_toolkit.rpc")
+
+MAX_BATCH_ID_BYTES = 128
+
+_STATES = {TxnState.OPEN: pb.TXN_STATE_OPEN, TxnState.COMMITTED: pb.TXN_STATE_COMMITTED,
+           TxnState.ROLLED_BACK: pb.TXN_STATE_ROLLED_BACK, TxnState.UNKNOWN: pb.TXN_STATE_UNKNOWN}
+
+
+class AgentService(pb_grpc.AgentServicer):
+    """Serves ``channels`` (looked up per call, so the mapping may change while serving).
+
+    ``token``: bearer token every call must carry (None: no auth). Leases: ``default_lease_seconds``
+    when the client asks for none, never more than ``max_lease_seconds``.
+    """
+
+    def __init__(self, channels: Mapping[str, FileChannel], put_handler: PutHandler, *,
+                 token: str | None = None, default_lease_seconds: float = 60.0,
+                 max_lease_seconds: float = 3600.0, max_open_transactions: int = 48,
+                 chunk_bytes: int = CHUNK_BYTES) -> None:
+        self._channels, self._put_handler, self._token = channels, put_handler, token
+        self.leases = LeaseTable(default_lease=default_lease_seconds, max_lease=max_lease_seconds)
+        self.max_open_transactions, self._chunk_bytes = max_open_transactions, chunk_bytes
+
+    @property
+    def authenticates(self) -> bool:
+        return self._token is not None
+
+    def start(self) -> None:
+        self.leases.start()
+
+    def stop(self) -> None:
+        self.leases.stop()
+
+    # -- Put ------------------------------------------------------------------------------
+    def Put(self, request: pb.PutRequest, context: grpc.ServicerContext) -> pb.PutAck:  # noqa: N802
+        self._authorize(context, "Put")
+        try:
+            name = request.channel or None
+            if name is not None:
+                self._channel(name)
+            batch_id = _batch_id(request.batch_id)
+            result = self._put_handler(name, decode_batch(request.events), batch_id)
+        except Exception as err:  # every failure becomes a precise status
+            _abort(context, err, f"put into {request.channel or 'the default pipeline'}")
+        return pb.PutAck(accepted=result.accepted, duplicate=result.duplicate, channels=list(result.channels))
+
+    # -- Status ---------------------------------------------------------------------------
+    def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext) -> pb.StatusReply:  # noqa: N802
+        self._authorize(context, "Status")
+        try:
+            status = self.status(request.channel)
+        except Exception as err:
+            _abort(context, err, f"status of {request.channel}")
+        return pb.StatusReply(status_json=json.dumps(status, default=str))
+
+    def status(self, name: str) -> dict[str, Any]:
+        """``checkpoint.meta`` as last written, the live counters, and the remote transactions."""
+        channel = self._channel(name)
+        info = read_checkpoint_meta(channel.config.checkpoint_dir)
+        checkpoint = None
+        if info is not None:
+            now = time.time_ns()
+            checkpoint = {**dataclasses.asdict(info), "age_seconds": info.age_seconds(now),
+                          "backlog_age_seconds": info.backlog_age_seconds(now)}
+        live = channel.stats()
+        live["log_files"] = {str(k): v for k, v in live["log_files"].items()}
+        return {"channel": name, "channel_id": channel.channel_id.hex(), "queue_size": len(channel),
+                "checkpoint": checkpoint, "live": live, "remote_transactions": self.leases.stats()}
+
+    # -- Transaction ----------------------------------------------------------------------
+    def Transaction(self, requests: Iterator[pb.TxnRequest],  # noqa: N802
+                    context: grpc.ServicerContext) -> Iterator[pb.TxnResponse]:
+        self._authorize(context, "Transaction")
+        remote, channel_id, take = self._begin(requests, context)
+        context.add_callback(remote.abandon)  # runs however the call ends, on a gRPC thread
+        try:
+            yield pb.TxnResponse(begun=pb.Begun(channel_id=channel_id, lease_seconds=remote.lease_seconds))
+            if take:
+                yield from self._serve(remote, pb.TxnRequest(take=pb.Take(max_events=take)))
+            for request in requests:
+                yield from self._serve(remote, request)
+                if remote.tx.state is not TxnState.OPEN:
+                    return
+        except grpc.RpcError:
+            log.info("client %s left remote transaction %s on %s; rolling back", remote.peer,
+                     remote.tx.txn_id, remote.channel)
+        finally:
+            self.leases.remove(remote)
+            remote.abandon()
+
+    def _begin(self, requests: Iterator[pb.TxnRequest],
+               context: grpc.ServicerContext) -> tuple[RemoteTxn, bytes, int]:
+        """Open the transaction the first request asks for; any problem aborts the call."""
+        try:
+            first = next(requests, None)
+            if first is None or first.WhichOneof("op") != "begin":
+                raise InvalidRequestError("a transaction stream must start with a begin request")
+            begin = first.begin
+            channel = self._channel(begin.channel)
+            if len(self.leases) >= self.max_open_transactions:
+                raise AgentUnavailableError(
+                    f"the agent already has {self.max_open_transactions} open remote transactions "
+                    "(max_open_transactions); end some, or retry later")
+            lease = self.leases.lease_for(begin.lease_seconds)
+            remote = RemoteTxn(channel.transaction(), channel=begin.channel, lease_seconds=lease,
+                               peer=context.peer(), cancel=context.cancel)
+        except Exception as err:
+            _abort(context, err, "begin transaction")
+        self.leases.add(remote)
+        return remote, channel.channel_id, begin.take
+
+    def _serve(self, remote: RemoteTxn, request: pb.TxnRequest) -> list[pb.TxnResponse]:
+        """The responses to one request. Computed under the transaction's lock, sent after it:
+        a stream suspended in a send must never hold the lock its end-of-call callback needs."""
+        with remote.lock:
+            if remote.expired_at is not None:
+                err = LeaseExpiredError(lease_seconds=remote.lease_seconds, events=remote.expired_events)
+                return [_failure(describe(err), remote)]
+            try:
+                return self._apply(remote, request)
+            except Exception as err:
+                if not isinstance(err, IngestError):
+                    log.exception("remote transaction %s on %s failed", remote.tx.txn_id, remote.channel)
+                return [_failure(describe(err), remote)]
+            finally:
+                remote.renew()
+
+    def _apply(self, remote: RemoteTxn, request: pb.TxnRequest) -> list[pb.TxnResponse]:
+        op, tx = request.WhichOneof("op"), remote.tx
+        if op == "put":
+            seqs = tx.put_many(decode_batch(request.put))
+            return [pb.TxnResponse(put=pb.PutDone(first_seq=seqs[0] if seqs else 0, count=len(seqs)))]
+        if op == "take":
+            return self._take(tx.take(request.take.max_events))
+        if op == "extend":
+            wanted = request.extend.lease_seconds  # 0: keep the current length
+            remote.renew(self.leases.lease_for(wanted) if wanted else None)
+            return [pb.TxnResponse(extended=pb.Extended(lease_seconds=remote.lease_seconds))]
+        if op == "commit":
+            tx.commit()
+        elif op == "rollback":
+            tx.rollback()
+        else:
+            raise InvalidRequestError(f"unexpected request {op!r} inside an open transaction")
+        return [pb.TxnResponse(ended=pb.Ended(state=_STATES[tx.state]))]
+
+    def _take(self, events: list[Event]) -> list[pb.TxnResponse]:
+        parts = list(chunks(events, self._chunk_bytes)) or [[]]
+        responses = []
+        for i, part in enumerate(parts):
+            response = pb.TxnResponse()
+            fill_batch(response.chunk.events, part, with_seqs=True)
+            response.chunk.last = i == len(parts) - 1
+            responses.append(response)
+        return responses
+
+    # -- helpers --------------------------------------------------------------------------
+    def _channel(self, name: str) -> FileChannel:
+        channel = self._channels.get(name)
+        if channel is None:
+            raise UnknownChannelError(channel=name, known=list(self._channels))
+        return channel
+
+    def _authorize(self, context: grpc.ServicerContext, method: str) -> None:
+        if self._token is None:
+            return
+        header = dict(context.invocation_metadata() or ()).get("authorization")
+        if bearer_ok(header if isinstance(header, str) else None, self._token):
+            return
+        reason = "no bearer token" if not header else "a wrong bearer token"
+        log.warning("refused %s from %s: %s", method, context.peer(), reason)
+        _abort(context, AuthenticationError(f"{method} refused: the request carries {reason}; "
+                                            "send metadata 'authorization: Bearer <token>'"), method)
+
+
+def _batch_id(raw: str) -> str | None:
+    if len(raw.encode()) > MAX_BATCH_ID_BYTES:
+        raise InvalidRequestError(f"batch_id is {len(raw.encode())} bytes UTF-8; at most {MAX_BATCH_ID_BYTES}")
+    return raw or None
+
+
+def _failure(info: ErrorInfo, remote: RemoteTxn) -> pb.TxnResponse:
+    return pb.TxnResponse(failure=pb.Failure(code=info.code.name, kind=info.kind, message=info.message,
+                                             attrs_json=info.attrs_json, state=_STATES[remote.tx.state]))
+
+
+def _abort(context: grpc.ServicerContext, err: BaseException, what: str) -> NoReturn:
+    info = describe(err)
+    if not isinstance(err, IngestError):
+        log.exception("%s failed", what)
+    context.set_trailing_metadata(info.metadata())
+    context.abort(info.code, info.message)
+    raise AssertionError("unreachable: abort raises")

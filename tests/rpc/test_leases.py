@@ -1,0 +1,138 @@
+"""Leases: an idle remote take is rolled back; disconnect and SIGKILL roll back too."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ingest_toolkit.channel import Event, TxnState
+from ingest_toolkit.errors import TransactionError
+from ingest_toolkit.rpc import AgentUnavailableError, LeaseExpiredError
+from tests.rpc.conftest import Agent, StartAgent
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def evs(start: int, stop: int) -> list[Event]:
+    return [Event(f"e{i:05d}".encode()) for i in range(start, stop)]
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> float:
+    """Seconds until ``condition()`` held; fails after ``timeout``."""
+    start = time.monotonic()
+    while not condition():
+        assert time.monotonic() - start < timeout, "condition not reached in time"
+        time.sleep(0.01)
+    return time.monotonic() - start
+
+
+def test_expired_lease_returns_events_to_the_head_in_order(agent: Agent, caplog: pytest.LogCaptureFixture) -> None:
+    client = agent.client()
+    client.put(evs(0, 10), channel="events")
+    take = client.open_take("events", 4, lease_seconds=0.5)
+    assert take.lease_seconds == 0.5
+    client.put(evs(10, 12), channel="events")
+    waited = wait_until(lambda: len(agent.channels["events"]) == 12)
+    assert 0.3 < waited < 2.0, f"rolled back after {waited:.2f}s with a 0.5s lease"
+    with pytest.raises(LeaseExpiredError, match="lease of 0.5s expired") as info:
+        take.commit()
+    assert isinstance(info.value, TransactionError) and info.value.events == 4
+    assert take.state is TxnState.ROLLED_BACK
+    with client.open_take("events", 100) as again:
+        assert [e.body for e in again.events] == [e.body for e in evs(0, 12)]
+    assert any("lease of 0.5s expired" in r.getMessage() for r in caplog.records)
+
+
+def test_keep_alive_extends_the_lease(agent: Agent) -> None:
+    client = agent.client()
+    client.put(evs(0, 3), channel="events")
+    take = client.open_take("events", 3, lease_seconds=0.4)
+    for _ in range(5):  # 1.0 s of work, renewed every 0.2 s
+        time.sleep(0.2)
+        assert take.extend() == 0.4
+    take.commit()
+    assert take.state is TxnState.COMMITTED and len(agent.channels["events"]) == 0
+
+
+def test_lease_is_capped_by_the_server(start_agent: StartAgent) -> None:
+    agent = start_agent(default_lease=2.0)
+    client = agent.client()
+    with client.open_take("events", 1) as take:
+        assert take.lease_seconds == 2.0  # asked for none: the default
+    with client.open_take("events", 1, lease_seconds=10_000) as take:
+        assert take.lease_seconds == 600  # the fixture's max_lease_seconds
+
+
+def test_client_disconnect_rolls_back_at_once(agent: Agent) -> None:
+    client = agent.client()
+    client.put(evs(0, 5), channel="events")
+    client.open_take("events", 5, lease_seconds=60)
+    assert len(agent.channels["events"]) == 0
+    client.close()  # lease far away: only the disconnect can bring them back
+    assert wait_until(lambda: len(agent.channels["events"]) == 5) < 3.0
+    assert wait_until(lambda: len(agent.service.leases) == 0) < 3.0
+
+
+def test_closed_adapter_rolls_back_its_open_transactions(agent: Agent) -> None:
+    client = agent.client()
+    client.put(evs(0, 4), channel="events")
+    channel = client.channel("events")
+    tx = channel.transaction()
+    assert len(tx.take(4)) == 4
+    channel.close()
+    assert wait_until(lambda: len(agent.channels["events"]) == 4) < 3.0
+    assert client.status("events")["queue_size"] == 4  # the client itself still works
+
+
+@pytest.mark.integration
+def test_sigkilled_taker_gets_its_take_rolled_back(agent: Agent) -> None:
+    client = agent.client()
+    client.put(evs(0, 20), channel="events")
+    child = subprocess.Popen([sys.executable, str(REPO / "tests" / "rpc" / "take_child.py"),
+                              agent.server.address, "8", "0.5"],
+                             stdout=subprocess.PIPE, text=True, cwd=REPO,
+                             env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line.startswith("taken"), line
+        taken = [int(s) for s in line.split()[1:]]
+        assert len(taken) == 8 and len(agent.channels["events"]) == 12
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(5)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(5)
+    wait_until(lambda: len(agent.channels["events"]) == 20, timeout=3.0)
+    with client.open_take("events", 100) as again:
+        assert [e.body for e in again.events] == [e.body for e in evs(0, 20)]
+        assert [e.seq for e in again.events[:8]] == taken
+
+
+def test_server_stop_rolls_back_open_transactions(agent: Agent) -> None:
+    client = agent.client()
+    client.put(evs(0, 6), channel="events")
+    client.open_take("events", 6, lease_seconds=60)
+    assert len(agent.channels["events"]) == 0
+    agent.server.stop(grace=0.2)
+    assert wait_until(lambda: len(agent.channels["events"]) == 6) < 3.0
+
+
+def test_open_transactions_are_capped(start_agent: StartAgent) -> None:
+    agent = start_agent()
+    agent.service.max_open_transactions = 2
+    client = agent.client()
+    first, second = client.open_take("events", 1), client.open_take("events", 1)
+    with pytest.raises(AgentUnavailableError, match="max_open_transactions"):
+        client.open_take("events", 1)
+    first.rollback()
+    client.open_take("events", 1).rollback()  # a slot is free again
+    second.rollback()
