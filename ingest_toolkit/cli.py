@@ -223,5 +223,14 @@ def channel_repair(checkpoint_dir: str | None, data_dirs: tuple[str, ...], conf_
         render.print_repair(_tool_console(), report)
 
 
+# Subsystem commands live beside their code; imported last so their modules may import this one.
+from .collect.cli import agent_command, send_command  # noqa: E402
+from .land.cli import land_command  # noqa: E402
+
+main.add_command(agent_command)
+main.add_command(send_command)
+main.add_command(land_command)
+
+
 if __name__ == "__main__":
     main()

@@ -2,9 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # Timing is measured by bench/, not by tests: a per-example deadline only makes property tests
 # flaky on a loaded 2-core machine.
 settings.register_profile("default", deadline=None)
 settings.load_profile("default")
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """ONE local SparkSession per pytest process (a JVM start costs 5-12 s): every Spark test,
+    landing and Dagster alike, shares it. Built with the landing's own ``spark_session`` on
+    ``local[2]`` with small shuffle settings; stopped at the end of the test session."""
+    from ingest_toolkit.land import SparkSettings, spark_session
+
+    session = spark_session(SparkSettings(
+        master="local[2]", app_name="ingest-toolkit-tests",
+        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2", "spark.driver.memory": "1g"}))
+    yield session
+    session.stop()

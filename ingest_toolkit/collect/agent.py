@@ -1,0 +1,396 @@
+"""The agent process: channels, sources, the gRPC endpoint and the admin endpoint, with one life cycle.
+
+Start order (everything that can fail on bad settings is checked before anything is opened):
+
+1. tokens and TLS files are loaded; the state directory is locked (one agent per state dir);
+2. every channel is opened (each locks its directories: a second agent gets ChannelLockedError);
+3. sources are built, each with its own pipeline (interceptors, selector) and state directory;
+4. the gRPC server starts, then the sources, then the admin endpoint;
+5. the ports file is written atomically, and an ``agent ready`` log line names the ports.
+
+Stop order (SIGTERM/SIGINT, or :meth:`Agent.stop`): health turns 503, sources stop (each finishes
+or abandons its current batch: nothing half-committed), the gRPC server stops (open remote take
+transactions are rolled back, their events go back to the head of the queue), each channel is
+closed (open transactions rolled back, segment sealed, checkpoint written), the admin endpoint
+stops, the ports file is removed. A failure at any start step undoes the steps before it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.metadata
+import logging
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..channel import Event, FileChannel
+from ..channel.checkpoint import CheckpointInvalid, read_checkpoint_meta
+from ..channel.fs import OsFileSystem, write_atomic
+from ..channel.lock import DirectoryLock
+from ..errors import ChannelError, ChannelLockedError, ConfigError
+from ..rpc.server import AgentService, RunningServer, start_server
+from ..security import SecuritySettings, load_token
+from .admin import AdminServer
+from .config import AgentConfig
+from .interceptors import Interceptor, build_interceptors
+from .metrics import MetricsRegistry, Sample, render
+from .pipeline import Pipeline, PutResult
+from .selectors import ReplicatingSelectorSettings, Selector, build_selector
+from .sources import Source, build_source
+
+__all__ = ["Agent", "AgentLockedError", "MeteredPipeline"]
+
+log = logging.getLogger("ingest_toolkit.collect.agent")
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("ingest-toolkit")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+__version__ = _version()
+
+Family = tuple[str, str, str, list[Sample]]
+
+
+class AgentLockedError(ChannelLockedError):
+    """Another agent runs with the same ``state_dir`` (its source positions would be shared)."""
+
+    def __init__(self, *, path: str, holder: str) -> None:
+        ChannelError.__init__(self, f"agent state directory {path} is in use by another agent ({holder}); stop it, "
+                                    "or give this agent its own [agent] state_dir")
+        self.path, self.holder = path, holder
+
+
+class MeteredPipeline(Pipeline):
+    """A :class:`Pipeline` that records every ``put_batch`` (duration, events, errors) in the registry."""
+
+    def __init__(self, channels: Mapping[str, FileChannel], *, selector: Selector,
+                 interceptors: Sequence[Interceptor], name: str, metrics: MetricsRegistry) -> None:
+        super().__init__(channels, selector=selector, interceptors=interceptors, name=name)
+        self._metrics = metrics
+
+    def put_batch(self, events: Sequence[Event], *, batch_id: str | None = None,
+                  channel: str | None = None) -> PutResult:
+        started = time.perf_counter()
+        try:
+            result = super().put_batch(events, batch_id=batch_id, channel=channel)
+        except Exception as err:
+            self._metrics.record_error(self.name, type(err).__name__)
+            raise
+        self._metrics.record_put(self.name, events=0 if result.duplicate else result.accepted,
+                                 seconds=time.perf_counter() - started, duplicate=result.duplicate)
+        return result
+
+
+class Agent:
+    """One agent; :meth:`start` then :meth:`stop` (both from the same thread)."""
+
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        self.metrics = MetricsRegistry()
+        self.channels: dict[str, FileChannel] = {}
+        self.sources: dict[str, Source] = {}
+        self.grpc: RunningServer | None = None
+        self.service: AgentService | None = None
+        self.admin: AdminServer | None = None
+        self.started_at = 0.0
+        self._state_lock: DirectoryLock | None = None
+        self._stopping = False
+        self._running = False
+
+    # -- life cycle -----------------------------------------------------------------------
+    def start(self) -> None:
+        """Start everything; on any failure undo what was started and raise the error."""
+        settings = self.config.agent
+        grpc_token = self._preflight()
+        try:
+            self._lock_state_dir()
+            self._open_channels()
+            self._build_sources()
+            if settings.grpc.enabled:
+                self._start_grpc(grpc_token)
+            for name, source in self.sources.items():
+                log.info("starting source", extra={"source": name})
+                with _bind_errors(f"sources.{name}", f"source {name}"):
+                    source.start()
+            if settings.admin.enabled:
+                with _bind_errors("agent.admin.port", "the admin endpoint"):
+                    self.admin = AdminServer(self, host=settings.admin.host, port=settings.admin.port,
+                                             security=settings.admin.security)
+                self.admin.start()
+        except BaseException:
+            self.stop()
+            raise
+        self.started_at = time.time()
+        self._running = True
+        self._write_ports_file()
+
+    def _preflight(self) -> str | None:
+        """Load every token and read every TLS file now: a missing one is a ConfigError before anything
+        was opened or bound. Returns the gRPC token."""
+        agent = self.config.agent
+        checks = [("agent.security", agent.security), ("agent.admin.security", agent.admin.security)]
+        checks += [(f"sources.{name}.security", security) for name, settings in self.config.sources.items()
+                   if isinstance(security := getattr(settings, "security", None), SecuritySettings)]
+        tokens = {}
+        for key, security in checks:
+            tokens[key] = load_token(security, key=f"{key}.token_env")
+            if security.tls is not None:
+                try:
+                    security.tls.read()
+                except ConfigError as err:
+                    raise ConfigError(f"{key}.tls: {err}", key=f"{key}.tls") from None
+        return tokens["agent.security"]
+
+    def stop(self) -> None:
+        """Stop in the documented order; safe to call twice and after a failed start."""
+        self._stopping = True
+        timeout = self.config.agent.shutdown_timeout
+        for name, source in reversed(list(self.sources.items())):
+            _quietly(f"stopping source {name}", functools.partial(source.stop, timeout))
+        if self.grpc is not None:
+            _quietly("stopping the gRPC server", functools.partial(self.grpc.stop, timeout))
+            self.grpc = None
+        for name, channel in reversed(list(self.channels.items())):
+            _quietly(f"closing channel {name}", channel.close)
+        self.channels.clear()
+        if self.admin is not None:
+            _quietly("stopping the admin endpoint", self.admin.stop)
+            self.admin = None
+        if self._running:
+            _quietly("removing the ports file", lambda: self.config.agent.ports_path.unlink(missing_ok=True))
+        if self._state_lock is not None:
+            self._state_lock.release()
+            self._state_lock = None
+        self._running = False
+
+    def _lock_state_dir(self) -> None:
+        state_dir = self.config.agent.state_dir
+        state_dir.mkdir(parents=True, exist_ok=True)
+        lock = DirectoryLock(str(state_dir))
+        try:
+            lock.acquire()
+        except ChannelLockedError as err:
+            raise AgentLockedError(path=err.path, holder=err.holder) from None
+        self._state_lock = lock
+
+    def _open_channels(self) -> None:
+        for name, channel_config in self.config.channels.items():
+            started = time.perf_counter()
+            channel = FileChannel(**channel_config.model_dump())
+            self.channels[name] = channel
+            log.info("channel open", extra={"channel": name, "queued": len(channel),
+                                            "seconds": round(time.perf_counter() - started, 3)})
+
+    def _pipeline(self, name: str, channels: list[str], selector: Any, interceptors: Sequence[Any],
+                  key: str) -> MeteredPipeline:
+        try:
+            built_selector = build_selector(selector, channels)
+            built = build_interceptors(interceptors)
+        except ConfigError as err:
+            raise ConfigError(f"{key}.{err.key or ''}: {err}", key=f"{key}.{err.key or ''}") from None
+        return MeteredPipeline({c: self.channels[c] for c in channels}, selector=built_selector,
+                               interceptors=built, name=name, metrics=self.metrics)
+
+    def _build_sources(self) -> None:
+        for name, settings in self.config.sources.items():
+            pipeline = self._pipeline(name, list(settings.channels), settings.selector, settings.interceptors,
+                                      f"sources.{name}")
+            _ensure_spool_dir(name, settings)
+            state_dir = self.config.source_state_dir(name)
+            state_dir.mkdir(parents=True, exist_ok=True)
+            self.sources[name] = build_source(name, settings, pipeline, state_dir)
+
+    def _start_grpc(self, token: str | None) -> None:
+        grpc_settings = self.config.agent.grpc
+        default = grpc_settings.channels or list(self.channels)
+        pipeline = self._pipeline("grpc", default, ReplicatingSelectorSettings(), grpc_settings.interceptors,
+                                  "agent.grpc")
+        pipeline.channels = dict(self.channels)  # a put naming a channel may name any of them
+
+        def put(channel: str | None, events: list[Event], batch_id: str | None) -> PutResult:
+            return pipeline.put_batch(events, batch_id=batch_id, channel=channel)
+
+        self.service = AgentService(self.channels, put, token=token,
+                                    default_lease_seconds=grpc_settings.default_lease_seconds,
+                                    max_lease_seconds=grpc_settings.max_lease_seconds,
+                                    max_open_transactions=grpc_settings.max_open_transactions)
+        self.grpc = start_server(self.service, host=grpc_settings.host, port=grpc_settings.port,
+                                 tls=self.config.agent.security.tls,
+                                 max_message_bytes=grpc_settings.max_message_bytes)
+
+    # -- ports ----------------------------------------------------------------------------
+    def ports(self) -> dict[str, Any]:
+        """The bound ports: ``{"pid", "agent", "grpc", "admin", "sources": {name: port}}``."""
+        return {
+            "pid": os.getpid(),
+            "agent": self.config.agent.name,
+            "grpc": self.grpc.port if self.grpc is not None else None,
+            "admin": self.admin.port if self.admin is not None else None,
+            "sources": {n: port for n, s in self.sources.items() if (port := _port_of(s)) is not None},
+        }
+
+    def _write_ports_file(self) -> None:
+        import json
+
+        ports = self.ports()
+        path = self.config.agent.ports_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(OsFileSystem(), str(path), json.dumps(ports, sort_keys=True).encode() + b"\n")
+        log.info("agent ready", extra={"ports_file": str(path), **{k: v for k, v in ports.items() if k != "agent"}})
+
+    # -- health, metrics, status ----------------------------------------------------------
+    def health(self) -> list[str]:
+        """Reasons the agent is not healthy (empty: healthy)."""
+        if self._stopping:
+            return ["agent is stopping"]
+        if not self._running:
+            return ["agent is starting"]
+        reasons = [f"channel {name}: {problem}" for name, ch in self.channels.items()
+                   if (problem := _channel_problem(ch))]
+        for name, source in self.sources.items():
+            problem = _source_problem(source)
+            if problem:
+                reasons.append(f"source {name}: {problem}")
+        return reasons
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "agent": self.config.agent.name, "version": __version__, "ports": self.ports(),
+            "healthy": not self.health(), "reasons": self.health(),
+            "channels": {n: _safe(ch.stats) for n, ch in self.channels.items()},
+            "sources": {n: _safe(s.stats) for n, s in self.sources.items()},
+        }
+
+    def metrics_text(self) -> str:
+        families: list[Family] = [
+            ("ingest_agent_up", "gauge", "1 when the agent is healthy, else 0.",
+             [Sample("ingest_agent_up", {}, 0 if self.health() else 1)]),
+            ("ingest_agent_start_time_seconds", "gauge", "Unix time the agent finished starting.",
+             [Sample("ingest_agent_start_time_seconds", {}, self.started_at)]),
+            ("ingest_agent_info", "gauge", "Agent name and toolkit version.",
+             [Sample("ingest_agent_info", {"agent": self.config.agent.name, "version": __version__}, 1)]),
+        ]
+        families += _channel_families(self.channels)
+        families += self.metrics.families()
+        families += _source_families(self.sources)
+        return render(families)
+
+
+# -- helpers ------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _bind_errors(key: str, what: str) -> Iterator[None]:
+    """An OSError while starting a listener (port in use, address not local) as a ConfigError."""
+    try:
+        yield
+    except OSError as err:
+        raise ConfigError(f"{what} cannot start: {err.strerror or err}", key=key) from None
+
+
+def _quietly(what: str, action: Any) -> None:
+    """Run one shutdown step; a failure is logged and the next steps still run."""
+    try:
+        action()
+    except Exception as err:
+        log.error("%s failed: %s", what, err, extra={"error": type(err).__name__})
+
+
+def _ensure_spool_dir(name: str, settings: Any) -> None:
+    """A spool directory that does not exist yet is created (and logged): the drop side may start later."""
+    directory = getattr(settings, "dir", None)
+    if getattr(settings, "type", None) == "spool_dir" and isinstance(directory, Path) and not directory.exists():
+        log.warning("creating the missing spool directory", extra={"source": name, "dir": str(directory)})
+        directory.mkdir(parents=True, exist_ok=True)
+
+
+def _port_of(source: Source) -> int | None:
+    """The bound port of a network source (None for others, or when it is not listening)."""
+    try:
+        port = getattr(source, "port", None)
+    except RuntimeError:
+        return None
+    return port if isinstance(port, int) else None
+
+
+def _safe(stats: Any) -> dict[str, Any]:
+    try:
+        return dict(stats())
+    except Exception as err:
+        return {"error": f"{type(err).__name__}: {err}"}
+
+
+def _channel_problem(channel: FileChannel) -> str | None:
+    """Opening (and rolling back) an empty transaction is the public way to ask "usable?": it raises
+    ChannelClosedError or ChannelFailedError otherwise, and writes nothing."""
+    try:
+        channel.transaction().rollback()
+    except Exception as err:
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def _source_problem(source: Source) -> str | None:
+    try:
+        stats = source.stats()
+    except Exception as err:
+        return f"stats() failed: {err}"
+    if stats.get("running") is False:
+        return str(stats.get("error") or "not running")
+    return None
+
+
+_CHANNEL_GAUGES = (
+    ("queue_depth", "queue_size", "gauge", "Committed events not yet taken."),
+    ("used", "used", "gauge", "Slots in use: queued, in flight and in open put transactions."),
+    ("capacity", "capacity", "gauge", "Configured capacity (events)."),
+    ("open_transactions", "open_transactions", "gauge", "Open put and take transactions."),
+    ("puts_total", "puts_committed", "counter", "Events committed by put transactions."),
+    ("takes_total", "takes_committed", "counter", "Events committed by take transactions."),
+    ("commits_total", "commits", "counter", "Committed transactions since the channel opened."),
+    ("fsyncs_total", "fsyncs", "counter", "fdatasync calls on log segments since the channel opened."),
+)
+
+
+def _channel_families(channels: Mapping[str, FileChannel]) -> list[Family]:
+    stats = {name: _safe(ch.stats) for name, ch in channels.items()}
+    families: list[Family] = []
+    for suffix, key, kind, help_text in _CHANNEL_GAUGES:
+        name = f"ingest_channel_{suffix}"
+        families.append((name, kind, help_text, [Sample(name, {"channel": c}, float(s[key]))
+                                                 for c, s in stats.items() if key in s]))
+    families.append(("ingest_channel_log_files", "gauge", "Log segments on disk.",
+                     [Sample("ingest_channel_log_files", {"channel": c}, len(s.get("log_files", {})))
+                      for c, s in stats.items()]))
+    ages, backlog = [], []
+    for name, channel in channels.items():
+        try:
+            info = read_checkpoint_meta(channel.config.checkpoint_dir)
+        except (CheckpointInvalid, OSError):
+            info = None
+        if info is not None:
+            ages.append(Sample("ingest_channel_checkpoint_age_seconds", {"channel": name}, info.age_seconds()))
+            backlog.append(Sample("ingest_channel_backlog_age_seconds", {"channel": name},
+                                  info.backlog_age_seconds()))
+    families.append(("ingest_channel_checkpoint_age_seconds", "gauge", "Seconds since checkpoint.meta was written.",
+                     ages))
+    families.append(("ingest_channel_backlog_age_seconds", "gauge",
+                     "Seconds since the oldest queued event was committed, as of the last checkpoint.", backlog))
+    return families
+
+
+def _source_families(sources: Mapping[str, Source]) -> list[Family]:
+    up, stats = [], []
+    for name, source in sources.items():
+        up.append(Sample("ingest_source_up", {"source": name}, 0 if _source_problem(source) else 1))
+        for key, value in sorted(_safe(source.stats).items()):
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                stats.append(Sample("ingest_source_stat", {"source": name, "stat": key}, float(value)))
+    return [("ingest_source_up", "gauge", "1 when the source is running.", up),
+            ("ingest_source_stat", "gauge", "Numeric values the source reports in stats().", stats)]

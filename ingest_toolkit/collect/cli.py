@@ -1,0 +1,276 @@
+"""``ingest-toolkit agent`` (run the agent) and ``ingest-toolkit send`` (push lines to one over gRPC).
+
+Exit codes: 0 after a clean stop (SIGTERM/SIGINT) or a complete send; 1 on a configuration error
+(nothing was started), a locked channel, an unreachable agent or a rejected batch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+import click
+
+from ..channel import Event
+from ..errors import ConfigError, IngestError, TransientError
+from .config import AgentConfig, load_agent_config
+
+__all__ = ["agent_command", "configure_logging", "run_agent", "send_command"]
+
+log = logging.getLogger("ingest_toolkit.collect.agent")
+
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+
+
+class _StructuredFormatter(logging.Formatter):
+    """One line per record: JSON, or ``key=value`` pairs; ``extra={...}`` fields become keys."""
+
+    def __init__(self, style: str) -> None:
+        super().__init__()
+        self._json = style == "json"
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname, "logger": record.name, "msg": record.getMessage(),
+        }
+        fields.update({k: v for k, v in record.__dict__.items() if k not in _STANDARD and not k.startswith("_")})
+        if record.exc_info:
+            fields["exc"] = self.formatException(record.exc_info)
+        if self._json:
+            return json.dumps(fields, default=str)
+        return " ".join(f"{k}={_kv(v)}" for k, v in fields.items())
+
+
+def _kv(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return json.dumps(text) if (not text or any(c in text for c in ' "=\n')) else text
+
+
+def configure_logging(level: str, style: str) -> None:
+    """Structured lines on stderr for the whole process (replaces earlier handlers)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_StructuredFormatter(style))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+def run_agent(config: AgentConfig) -> None:
+    """Run until SIGTERM or SIGINT, then stop cleanly. Errors while starting propagate (exit 1)."""
+    from .agent import Agent
+
+    stop = threading.Event()
+    received: list[int] = []
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        received.append(signum)  # no logging here: the handler may interrupt a log call
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    agent = Agent(config)
+    try:
+        agent.start()  # a signal during a long replay stops the agent right after it started
+        while not stop.wait(1.0):
+            pass
+        log.info("signal received, stopping", extra={"signal": signal.Signals(received[0]).name})
+    finally:
+        agent.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    log.info("agent stopped", extra={"agent": config.agent.name})
+
+
+@click.command("agent")
+@click.option("--conf", "conf_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("conf/agent.toml"), show_default=True, help="Agent configuration (TOML).")
+@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+              help="Overrides [agent] log_level.")
+@click.option("--check", is_flag=True, help="Validate the configuration, print a summary and exit.")
+def agent_command(conf_path: Path, log_level: str | None, check: bool) -> None:
+    """Run the collection agent: channels, sources, gRPC and admin endpoints. Stops cleanly on
+    SIGTERM/SIGINT (sources stopped, remote transactions rolled back, channels checkpointed)."""
+    try:
+        config = load_agent_config(conf_path)
+        if check:
+            click.echo(f"configuration OK: channels {', '.join(config.channels)}; "
+                       f"sources {', '.join(config.sources) or '(none)'}")
+            return
+        configure_logging((log_level or config.agent.log_level).upper(), config.agent.log_format)
+        run_agent(config)
+    except ConfigError as err:
+        if err.key and err.key not in str(err):  # name the setting to fix
+            raise ConfigError(f"{err.key}: {err}", key=err.key) from err
+        raise
+
+
+# -- send -----------------------------------------------------------------------------------------
+@click.command("send")
+@click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--agent", "address", default=lambda: os.environ.get("INGEST_AGENT_ADDRESS", "127.0.0.1:7431"),
+              show_default="127.0.0.1:7431 or $INGEST_AGENT_ADDRESS", help="host:port of the agent's gRPC endpoint.")
+@click.option("--ports-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Read the gRPC port from an agent's ports file instead (host 127.0.0.1).")
+@click.option("--channel", help="Target channel; default: the agent's default gRPC pipeline.")
+@click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(1, 1_000_000),
+              help="Lines per batch (one durable commit each).")
+@click.option("--batch-id", "batch_prefix",
+              help="Batch id prefix: batch N is '<prefix>-N'. Re-running the same send with the same prefix "
+                   "stores nothing twice. Default: a random prefix (retries within this run are still safe).")
+@click.option("--header", "headers", multiple=True, help="key=value header on every event; repeatable.")
+@click.option("--token-env", help="Environment variable holding the bearer token.")
+@click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="CA certificate (PEM) to verify the agent's TLS certificate; enables TLS.")
+@click.option("--retries", default=5, show_default=True, type=click.IntRange(0, 100),
+              help="Retries of a batch on a transient error (agent unreachable, channel full).")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+def send_command(files: tuple[Path, ...], address: str, ports_file: Path | None, channel: str | None,
+                 batch_size: int, batch_prefix: str | None, headers: tuple[str, ...], token_env: str | None,
+                 tls_ca: Path | None, retries: int, as_json: bool) -> None:
+    """Send the lines of FILES (or of stdin) to an agent, one event per line (newline removed)."""
+    token = _token(token_env)
+    if batch_prefix is not None and not 0 < len(batch_prefix.encode()) <= 100:
+        raise click.UsageError("--batch-id: the prefix must be 1 to 100 bytes (batch ids are at most 128)")
+    def resolve() -> str:  # a ports file is re-read before each retry: the agent may restart on a new port
+        return f"127.0.0.1:{_grpc_port(ports_file)}" if ports_file is not None else address
+
+    header_map = _headers(headers)
+    sender = _Sender(resolve, token=token, tls_ca=tls_ca, channel=channel, retries=retries,
+                     prefix=batch_prefix or f"send-{uuid.uuid4().hex}")
+    try:
+        for batch in _batches(files, batch_size, header_map):
+            sender.send(batch)
+    except IngestError as err:
+        counts = sender.counts
+        raise click.ClickException(
+            f"{_explain(err, sender.address)} ({counts['batches']} batches, {counts['accepted']} events stored before "
+            f"the failure; re-run with --batch-id {sender.prefix} to resume without duplicates)") from err
+    finally:
+        sender.close()
+    counts = sender.counts
+    if as_json:
+        click.echo(json.dumps(counts, sort_keys=True))
+    else:
+        click.echo(f"sent {counts['events']} events in {counts['batches']} batches: {counts['accepted']} accepted, "
+                   f"{counts['duplicate_batches']} duplicate batches ({counts['duplicate_events']} events "
+                   f"already stored)")
+
+
+def _token(token_env: str | None) -> str | None:
+    if token_env is None:
+        return None
+    token = os.environ.get(token_env, "")
+    if not token:
+        raise click.UsageError(f"--token-env {token_env}: the variable is unset or empty")
+    return token
+
+
+def _grpc_port(ports_file: Path) -> int:
+    try:
+        port = json.loads(ports_file.read_text())["grpc"]
+    except (OSError, ValueError, KeyError) as err:
+        raise click.UsageError(f"--ports-file {ports_file}: cannot read the gRPC port ({err})") from None
+    if not isinstance(port, int):
+        raise click.UsageError(f"--ports-file {ports_file}: the agent has no gRPC endpoint")
+    return port
+
+
+def _headers(pairs: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.UsageError(f"--header {pair!r}: expected key=value")
+        out[key] = value
+    return out
+
+
+def _batches(files: tuple[Path, ...], size: int, headers: dict[str, str]) -> Iterator[list[Event]]:
+    batch: list[Event] = []
+    for stream in _streams(files):
+        for line in stream:
+            batch.append(Event(line.rstrip(b"\r\n") if line.endswith(b"\n") else line, dict(headers)))
+            if len(batch) >= size:
+                yield batch
+                batch = []
+    if batch:
+        yield batch
+
+
+def _streams(files: tuple[Path, ...]) -> Iterator[IO[bytes]]:
+    if not files:
+        yield sys.stdin.buffer
+        return
+    for path in files:
+        with path.open("rb") as f:
+            yield f
+
+
+class _Sender:
+    """Puts batches with ids ``<prefix>-<n>``; a transient failure retries the same id (safe)."""
+
+    def __init__(self, resolve: Callable[[], str], *, token: str | None, tls_ca: Path | None,
+                 channel: str | None, retries: int, prefix: str) -> None:
+        from ..rpc.client import AgentClient
+
+        self.prefix, self._channel, self._retries = prefix, channel, retries
+        self._resolve = resolve
+        self._connect: Callable[[str], AgentClient] = lambda address: AgentClient(address, token=token, tls_ca=tls_ca)
+        self.address = resolve()
+        self._client = self._connect(self.address)
+        self.counts = {"batches": 0, "events": 0, "accepted": 0, "duplicate_batches": 0, "duplicate_events": 0}
+
+    def send(self, batch: list[Event]) -> None:
+        batch_id = f"{self.prefix}-{self.counts['batches']}"
+        ack = self._put(batch, batch_id)
+        self.counts["batches"] += 1
+        self.counts["events"] += len(batch)
+        if ack.duplicate:
+            self.counts["duplicate_batches"] += 1
+            self.counts["duplicate_events"] += ack.accepted
+        else:
+            self.counts["accepted"] += ack.accepted
+
+    def _put(self, batch: list[Event], batch_id: str) -> Any:
+        for attempt in range(self._retries + 1):
+            try:
+                return self._client.put(batch, channel=self._channel, batch_id=batch_id)
+            except TransientError as err:
+                if attempt == self._retries:
+                    raise
+                delay = min(0.2 * 2 ** attempt, 5.0)
+                click.echo(f"batch {batch_id}: {err}; retrying in {delay:.1f}s", err=True)
+                time.sleep(delay)
+                self._reconnect()
+        raise AssertionError("unreachable")
+
+    def _reconnect(self) -> None:
+        try:
+            address = self._resolve()
+        except click.UsageError:
+            return  # the ports file is being rewritten or gone for now: keep the old address
+        if address != self.address:
+            self._client.close()
+            self.address, self._client = address, self._connect(address)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _explain(err: IngestError, address: str) -> str:
+    from ..rpc.errors import AgentUnavailableError
+
+    if isinstance(err, AgentUnavailableError):
+        return (f"cannot reach the agent at {address}: {err}. Is it running? Check --agent (or --ports-file) "
+                "and, for a TLS agent, --tls-ca")
+    return f"{type(err).__name__}: {err}"

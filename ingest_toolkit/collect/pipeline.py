@@ -1,0 +1,165 @@
+"""The put path of a source: interceptors -> selector -> one put transaction per channel.
+
+``Pipeline.put_batch`` returns only after every required channel committed the batch (or
+already held it). Exactly-once for retried batches comes from the channel's commit tags: a
+``batch_id`` is written as the tag of each channel's COMMIT frame, so it is durable exactly when
+the events are. Before putting to a channel the pipeline asks ``find_tag(batch_id)``; a channel
+that already holds the tag is skipped. The check and the put run under one process-wide lock
+per batch id, so two concurrent retries of the same batch cannot both commit.
+
+With several channels a crash (or a failure) between two channel commits leaves the batch in
+some channels only; the client's retry with the same batch id completes the missing channels
+and skips the others, so no channel stores it twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from ..channel import Event, FileChannel
+from ..errors import ConfigError, IngestError
+from .interceptors import Interceptor
+from .selectors import Route, Selector
+
+__all__ = ["MAX_BATCH_ID_BYTES", "BatchIdError", "Pipeline", "PutResult", "check_batch_id"]
+
+log = logging.getLogger("ingest_toolkit.collect.pipeline")
+
+MAX_BATCH_ID_BYTES = 128  # the channel's limit for a commit tag
+
+
+class BatchIdError(IngestError, ValueError):
+    """A batch id that cannot be a channel commit tag (empty, or over 128 bytes of UTF-8)."""
+
+
+@dataclass(frozen=True)
+class PutResult:
+    """``accepted``: events of the batch (after interceptors) that are now stored in their
+    required channels, by this call or by an earlier one with the same batch id.
+    ``duplicate``: every required channel already held the batch id (nothing was written to
+    them). ``channels``: the channels this call committed to."""
+
+    accepted: int
+    duplicate: bool
+    channels: tuple[str, ...]
+
+
+class _TagLocks:
+    """One lock per batch id, created on demand and dropped when nobody holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, tuple[threading.Lock, int]] = {}
+
+    @contextmanager
+    def hold(self, tag: str) -> Iterator[None]:
+        with self._guard:
+            lock, users = self._locks.get(tag, (threading.Lock(), 0))
+            self._locks[tag] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._guard:
+                lock, users = self._locks[tag]
+                if users == 1:
+                    del self._locks[tag]
+                else:
+                    self._locks[tag] = (lock, users - 1)
+
+
+# Process-wide: pipelines of different sources (and the gRPC put handler) may share channels.
+_TAG_LOCKS = _TagLocks()
+
+
+class Pipeline:
+    """Interceptors, then the selector, then one put transaction per target channel."""
+
+    def __init__(self, channels: Mapping[str, FileChannel], *, selector: Selector,
+                 interceptors: Sequence[Interceptor] = (), name: str = "pipeline") -> None:
+        self.channels = dict(channels)
+        self.selector = selector
+        self.interceptors = list(interceptors)
+        self.name = name
+        self._lock = threading.Lock()
+        self._counts = {"batches": 0, "events": 0, "duplicates": 0, "optional_failures": 0,
+                        "required_failures": 0, "filtered": 0}
+
+    def put_batch(self, events: Sequence[Event], *, batch_id: str | None = None,
+                  channel: str | None = None) -> PutResult:
+        """Store ``events`` durably; ``channel`` bypasses the selector (that channel, required).
+
+        Raises the first required channel's error (ChannelFullError and DiskSpaceError are
+        transient: retry the same batch with the same batch id).
+        """
+        if batch_id is not None:
+            check_batch_id(batch_id)
+        batch = list(events)
+        for interceptor in self.interceptors:
+            batch = interceptor(batch)
+        self._count(filtered=len(events) - len(batch))
+        routes = self._routes(batch, channel)
+        if batch_id is None:
+            return self._commit(routes, None, len(batch))
+        with _TAG_LOCKS.hold(batch_id):
+            return self._commit(routes, batch_id, len(batch))
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._counts)
+
+    def _routes(self, batch: list[Event], channel: str | None) -> list[Route]:
+        if channel is not None:
+            if channel not in self.channels:
+                raise ConfigError(f"pipeline {self.name} has no channel {channel!r} "
+                                  f"(has: {', '.join(sorted(self.channels))})", key="channel")
+            return [Route(channel, batch, True)] if batch else []
+        routes = [r for r in self.selector.route(batch) if r.events]
+        return sorted(routes, key=lambda r: not r.required)  # required channels commit first
+
+    def _commit(self, routes: list[Route], tag: str | None, accepted: int) -> PutResult:
+        committed: list[str] = []
+        held = 0  # routes skipped because the channel already holds the tag
+        for route in routes:
+            if tag is not None and self.channels[route.channel].find_tag(tag) is not None:
+                held += route.required
+                continue
+            if self._put(route, tag):
+                committed.append(route.channel)
+        required = sum(r.required for r in routes)
+        duplicate = tag is not None and required > 0 and held == required
+        self._count(batches=1, events=0 if duplicate else accepted, duplicates=int(duplicate))
+        return PutResult(accepted=accepted, duplicate=duplicate, channels=tuple(committed))
+
+    def _put(self, route: Route, tag: str | None) -> bool:
+        """Commit one route; False when an optional channel failed (logged), raises for required."""
+        channel = self.channels[route.channel]
+        try:
+            with channel.transaction(tag=tag) as tx:
+                tx.put_many(route.events)
+        except IngestError as err:
+            if route.required:
+                self._count(required_failures=1)
+                raise
+            self._count(optional_failures=1)
+            log.warning("pipeline %s: optional channel %s failed, batch %s not stored there: %s",
+                        self.name, route.channel, tag or "(no batch id)", err)
+            return False
+        return True
+
+    def _count(self, **deltas: int) -> None:
+        with self._lock:
+            for key, delta in deltas.items():
+                self._counts[key] += delta
+
+
+def check_batch_id(batch_id: str) -> None:
+    """A batch id is 1..128 bytes of UTF-8 (it becomes the channel commit tag)."""
+    size = len(batch_id.encode("utf-8", "surrogatepass"))
+    if not 0 < size <= MAX_BATCH_ID_BYTES:
+        raise BatchIdError(f"batch id must be 1 to {MAX_BATCH_ID_BYTES} bytes of UTF-8, got {size} bytes")

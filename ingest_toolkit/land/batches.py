@@ -1,0 +1,142 @@
+"""Taken events -> one Arrow table in the landed schema, column by column.
+
+The channel hands out :class:`~ingest_toolkit.channel.Event` objects; from there on nothing is
+done per event in Python except pulling each column's values out (bodies, seqs, headers). The
+event id, event time and partition columns are Arrow compute kernels over whole columns, so a
+batch of a million events costs a few list comprehensions plus vectorised work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..channel import Event
+
+__all__ = ["LANDED_SCHEMA", "PARTITION_COLUMNS", "TIMESTAMP_HEADER", "build_table", "event_id",
+           "event_ids", "landed_mask", "seq_array", "seq_ranges"]
+
+TIMESTAMP_HEADER = "timestamp"  # epoch milliseconds, as Flume's timestamp interceptor writes it
+PARTITION_COLUMNS = ("event_date", "event_hour")
+_SEQ_DIGITS = 20  # int64 fits in 19 digits: fixed width keeps ids of one channel sortable as strings
+_MAX_MILLIS_DIGITS = 15  # up to year ~33658; longer digit strings are not timestamps
+_TS = pa.timestamp("us", tz="UTC")
+
+LANDED_SCHEMA = pa.schema([
+    ("event_id", pa.string()),
+    ("batch_id", pa.string()),
+    ("event_time", _TS),
+    ("ingest_time", _TS),
+    ("headers", pa.map_(pa.string(), pa.string())),
+    ("body", pa.binary()),
+    ("seq", pa.int64()),
+    ("event_date", pa.string()),
+    ("event_hour", pa.string()),
+])
+
+
+def event_id(channel_id: bytes, seq: int) -> str:
+    """Stable id of one event: ``<channel id as 32 hex digits>-<seq as 20 decimal digits>``.
+
+    The channel id is the channel's 16-byte identity (``FileChannel.channel_id``), ``seq`` the
+    sequence number its put received; together they never repeat.
+    """
+    if len(channel_id) != 16:
+        raise ValueError("channel_id must be 16 bytes")
+    return f"{channel_id.hex()}-{seq:0{_SEQ_DIGITS}d}"
+
+
+def event_ids(channel_id: bytes, seqs: pa.Array) -> pa.Array:
+    """:func:`event_id` over a whole int64 column."""
+    digits = pc.utf8_lpad(pc.cast(seqs, pa.string()), width=_SEQ_DIGITS, padding="0")
+    return pc.binary_join_element_wise(f"{channel_id.hex()}-", digits, "")
+
+
+def seq_array(events: Sequence[Event]) -> pa.Array:
+    return pa.array([e.seq for e in events], pa.int64())
+
+
+def seq_ranges(seqs: pa.Array) -> list[tuple[int, int]]:
+    """The distinct values of ``seqs`` as sorted, disjoint, inclusive ``(first, last)`` ranges.
+
+    A take is usually one run of consecutive seqs; concurrent put transactions and rolled-back
+    puts make gaps, so the general form is a list.
+    """
+    if len(seqs) == 0:
+        return []
+    unique = pc.unique(seqs)
+    ordered = pc.take(unique, pc.array_sort_indices(unique))
+    if len(ordered) == 1:
+        value = ordered[0].as_py()
+        return [(value, value)]
+    steps = pc.subtract(ordered[1:], ordered[:-1])
+    breaks = pc.indices_nonzero(pc.not_equal(steps, 1)).to_pylist()
+    starts = [ordered[0].as_py(), *(ordered[b + 1].as_py() for b in breaks)]
+    ends = [*(ordered[b].as_py() for b in breaks), ordered[-1].as_py()]
+    return list(zip(starts, ends, strict=True))
+
+
+def landed_mask(seqs: pa.Array, ranges: Sequence[tuple[int, int]]) -> pa.Array:
+    """Boolean column: True where the seq falls in one of ``ranges`` (already landed)."""
+    mask = pa.repeat(pa.scalar(False), len(seqs))
+    for first, last in ranges:
+        inside = pc.and_(pc.greater_equal(seqs, first), pc.less_equal(seqs, last))
+        mask = pc.or_(mask, inside)
+    return mask
+
+
+def build_table(events: Sequence[Event], *, channel_id: bytes, batch_id: str, ingest_time_us: int,
+                seqs: pa.Array | None = None) -> pa.Table:
+    """The landed rows of ``events`` (oldest first), with the partition columns last.
+
+    ``event_time`` is the ``timestamp`` header (epoch millis) when it is a plain number of at
+    most 15 digits, else ``ingest_time``: an event is never dropped for a bad header.
+    """
+    n = len(events)
+    seqs = seq_array(events) if seqs is None else seqs
+    ingest = pa.scalar(ingest_time_us, pa.int64())
+    headers = [e.headers for e in events]
+    event_us = _event_micros(headers, ingest)
+    event_time = pc.cast(event_us, _TS)
+    columns = [
+        event_ids(channel_id, seqs),
+        pa.repeat(pa.scalar(batch_id, pa.string()), n),
+        event_time,
+        pa.repeat(pa.scalar(ingest_time_us, _TS), n),
+        _header_map(headers),
+        pa.array([e.body for e in events], pa.binary()),
+        seqs,
+        pc.strftime(event_time, format="%Y-%m-%d"),
+        pc.strftime(event_time, format="%H"),
+    ]
+    return pa.Table.from_arrays(columns, schema=LANDED_SCHEMA)
+
+
+def _event_micros(headers: list[Mapping[str, str]], ingest_us: pa.Scalar) -> pa.Array:
+    if not any(headers):
+        return pa.repeat(ingest_us, len(headers))
+    raw = pa.array([h.get(TIMESTAMP_HEADER) if h else None for h in headers], pa.string())
+    plausible = pc.and_(pc.utf8_is_digit(raw), pc.less_equal(pc.utf8_length(raw), _MAX_MILLIS_DIGITS))
+    millis = pc.cast(pc.if_else(plausible, raw, pa.scalar(None, pa.string())), pa.int64())
+    return pc.fill_null(pc.multiply(millis, 1000), ingest_us)
+
+
+def _header_map(headers: list[Mapping[str, str]]) -> pa.Array:
+    """A ``map<string,string>`` column; events without headers get an empty (not null) map."""
+    offsets: list[int] = [0]
+    keys: list[str] = []
+    values: list[str] = []
+    if any(headers):
+        add_key, add_value, add_offset = keys.append, values.append, offsets.append
+        for h in headers:
+            if h:
+                for key, value in h.items():
+                    add_key(key)
+                    add_value(value)
+            add_offset(len(keys))
+    else:
+        offsets *= len(headers) + 1
+    return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(keys, pa.string()),
+                                   pa.array(values, pa.string()))

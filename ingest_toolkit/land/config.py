@@ -1,0 +1,149 @@
+"""Validated, frozen settings of the Spark landing, loaded from ``conf/landing.toml``.
+
+``[landing]`` holds :class:`LandingConfig` fields, ``[spark]`` (optional) the
+:class:`SparkSettings`, with free-form Spark properties in ``[spark.conf]``. Top-level keys of
+either table can be overridden from the environment (``INGEST_LANDING__ROOT=hdfs://nn/landing``,
+``INGEST_SPARK__MASTER=spark://host:7077``), see :mod:`ingest_toolkit.settings`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..errors import ConfigError
+from ..settings import load_table
+
+__all__ = ["LandingConfig", "SparkSettings", "load_landing_config", "root_uri"]
+
+MiB = 1 << 20
+
+# Properties every landing session needs; [spark.conf] may override the others, not these.
+REQUIRED_SPARK_CONF: dict[str, str] = {
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",  # INT96 is deprecated and lossy
+}
+DEFAULT_SPARK_CONF: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.driver.memory": "2g",
+}
+
+
+class SparkSettings(BaseModel):
+    """Where Spark runs. ``remote`` (a Spark Connect ``sc://host:port`` URL) wins over ``master``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    master: str = "local[*]"
+    remote: str | None = None
+    app_name: str = "ingest-toolkit-landing"
+    conf: dict[str, str] = Field(default_factory=dict)
+    log_level: str = "WARN"
+
+    @field_validator("remote")
+    @classmethod
+    def _connect_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("sc://"):
+            raise ValueError("remote must be a Spark Connect URL (sc://host:port)")
+        return value or None
+
+    @field_validator("conf", mode="before")
+    @classmethod
+    def _strings(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
+        return value
+
+    def effective_conf(self) -> dict[str, str]:
+        """Defaults, then ``conf``, then the properties the landing cannot work without."""
+        return {**DEFAULT_SPARK_CONF, **self.conf, **REQUIRED_SPARK_CONF}
+
+
+class LandingConfig(BaseModel):
+    """How a landing run writes.
+
+    * ``root``: a URI (``file:///...``, ``hdfs://namenode:8020/...``, any Hadoop-compatible
+      scheme Spark can write) or a local path, made absolute against the current directory.
+    * ``max_events``: events per take transaction (an in-process source also caps it at the
+      channel's ``transaction_capacity``).
+    * ``target_file_bytes``: files are split around this size (``maxRecordsPerFile`` from the
+      batch's average row size); a batch never writes more files per partition than Spark tasks.
+    * ``storage``: how manifests and file moves reach the file system: ``hadoop`` (the driver
+      JVM's Hadoop FileSystem, same settings as Spark), ``arrow`` (``pyarrow.fs``, the only one
+      available under Spark Connect), ``auto`` (hadoop when the session has a JVM).
+    * ``staging_grace_seconds``: a staging directory without a manifest (a failed run's
+      leftover) is deleted once it is at least this old; see docs/landing.md.
+    * ``agent``: ``host:port`` of an agent: take through its gRPC API instead of opening the
+      channel in-process. ``channel_conf`` / ``agent_conf``: where in-process channel settings
+      come from (a ``[channel]`` table, or the ``[channels.<name>]`` tables of the agent's conf).
+      ``agent_token_env`` names the environment variable holding the agent's bearer token;
+      ``agent_tls_ca`` is the PEM file that turns TLS on for the agent connection.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    root: str = "var/landing"
+    max_events: int = Field(100_000, ge=1)
+    compression: Literal["snappy", "zstd", "gzip", "lz4", "none", "uncompressed"] = "snappy"
+    target_file_bytes: int = Field(128 * MiB, ge=1 << 16)
+    write_partitions: int | None = Field(None, ge=1)
+    storage: Literal["auto", "hadoop", "arrow"] = "auto"
+    staging_grace_seconds: float = Field(3600.0, ge=0.0)
+    agent: str | None = None
+    agent_token_env: str | None = None
+    agent_tls_ca: str | None = None
+    lease_seconds: float = Field(600.0, gt=0.0)
+    channel_conf: str | None = None
+    agent_conf: str | None = "conf/agent.toml"
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+
+    @field_validator("root")
+    @classmethod
+    def _as_uri(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("root must not be empty")
+        return root_uri(value)
+
+    @classmethod
+    def build(cls, **values: Any) -> LandingConfig:
+        """Validate ``values``; a problem raises ConfigError naming the key (``landing.<key>``)."""
+        try:
+            return cls(**values)
+        except ValidationError as err:
+            first = err.errors()[0]
+            path = [str(p) for p in first["loc"]]
+            table = "" if path and path[0] == "spark" else "landing."
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+                                 for e in err.errors())
+            raise ConfigError(f"invalid landing configuration: {problems}", key=table + ".".join(path)) from None
+
+
+def root_uri(value: str) -> str:
+    """A URI for ``value``: kept when it has a scheme, else an absolute ``file://`` URI."""
+    if "://" in value:
+        return value.rstrip("/")
+    return Path(value).resolve().as_uri()
+
+
+def load_landing_config(path: Path | str, **overrides: Any) -> LandingConfig:
+    """Read ``[landing]`` and the optional ``[spark]`` table of ``path`` (env overrides apply)."""
+    path = Path(path)
+    values = load_table(path, "landing")
+    try:
+        spark = load_table(path, "spark")
+    except ConfigError as err:
+        if err.key != "spark" or not path.exists():
+            raise
+        spark = _spark_env()
+    return LandingConfig.build(**{**values, **overrides, "spark": spark})
+
+
+def _spark_env() -> dict[str, Any]:
+    """``INGEST_SPARK__<KEY>`` overrides when the file has no ``[spark]`` table."""
+    prefix = "INGEST_SPARK__"
+    return {name[len(prefix):].lower(): raw for name, raw in os.environ.items() if name.startswith(prefix)}

@@ -1,0 +1,20 @@
+"""Errors of the landing (``LandingError`` derives from ``IngestError``)."""
+
+from __future__ import annotations
+
+from ..errors import IngestError
+
+__all__ = ["LandingError"]
+
+
+class LandingError(IngestError):
+    """A landing run failed; ``phase`` says where, ``rolled_back`` whether the take went back.
+
+    When ``rolled_back`` is true the taken events are back at the head of the channel in order,
+    and whatever the run wrote is either invisible (staging, cleaned up by a later run) or
+    recorded by a manifest, so the next run recognises it: retrying is always safe.
+    """
+
+    def __init__(self, message: str, *, channel: str, phase: str, rolled_back: bool) -> None:
+        super().__init__(message)
+        self.channel, self.phase, self.rolled_back = channel, phase, rolled_back

@@ -1,0 +1,56 @@
+"""Test hook: SIGKILL the landing process at a named phase (crash tests only).
+
+Set ``INGEST_LAND_FAULT=<phase>`` in the environment of a landing process and it kills itself
+with SIGKILL when it reaches that phase, the way a machine loss or an OOM kill would stop it.
+Unset (always, in production) the hook costs one dictionary lookup per phase.
+
+Phases, in the order a run passes them: ``after_take``, ``during_write`` (once Spark's job has
+created its ``_temporary`` directory; at the latest when the write returns), ``after_write``,
+``after_manifest``, ``during_moves`` (after the first file was moved), ``before_commit``,
+``after_commit``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+__all__ = ["FAULT_ENV", "PHASES", "fault_during", "fault_point"]
+
+FAULT_ENV = "INGEST_LAND_FAULT"
+PHASES = ("after_take", "during_write", "after_write", "after_manifest", "during_moves", "before_commit",
+          "after_commit")
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def fault_point(phase: str) -> None:
+    """Die here when the hook names ``phase``."""
+    if os.environ.get(FAULT_ENV) == phase:
+        _die()
+
+
+@contextmanager
+def fault_during(phase: str, started: Callable[[], bool], poll: float = 0.005) -> Iterator[None]:
+    """Die while the block runs, as soon as ``started()`` is true (checked from a thread)."""
+    if os.environ.get(FAULT_ENV) != phase:
+        yield
+        return
+
+    def watch() -> None:
+        while True:
+            try:
+                if started():
+                    _die()
+            except Exception:  # the probe may race with the write; keep polling
+                pass
+            threading.Event().wait(poll)
+
+    threading.Thread(target=watch, name="land-fault", daemon=True).start()
+    yield
+    _die()

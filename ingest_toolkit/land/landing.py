@@ -1,0 +1,298 @@
+"""One landing run: take -> Parquet in staging -> manifest -> move into partitions -> commit.
+
+Protocol (docs/landing.md has the crash table):
+
+1. *Recover* the channel's landing directory: a staging directory whose manifest exists is a
+   batch that was committed but not fully moved: finish the moves (roll forward). One without a
+   manifest is a failed run's leftover: delete it once ``staging_grace_seconds`` old.
+2. *Take* up to ``max_events`` in one take transaction.
+3. *Recognise* redelivered events: seqs that a manifest of this channel identity already
+   records are dropped from the batch (they are in the table already).
+4. *Write* the rest with Spark to ``<channel>/_staging/<batch id>/`` (Spark's job commit).
+5. *Manifest*: list the staged files, choose their final names, write the manifest
+   atomically. This is the commit point of the landed table.
+6. *Move* each file to its final name (idempotent), delete the staging directory.
+7. *Commit* the take.
+
+Any failure before 7 rolls the take back. The invariant that makes every crash safe: a file
+reaches a partition directory only after a manifest naming it exists, and a manifest's seqs are
+never written again.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.compute as pc
+
+from ..errors import TransactionCapacityError
+from .batches import build_table, landed_mask, seq_array, seq_ranges
+from .config import LandingConfig
+from .errors import LandingError
+from .faults import fault_during, fault_point
+from .manifest import Manifest, ManifestFile, landed_ranges, list_manifest_names, load_manifest, write_manifest
+from .source import TakeBatch, TakeSource
+from .spark import write_parquet
+from .storage import Storage, open_storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["LandingResult", "finish_moves", "land_once", "recover_channel_dir"]
+
+STAGING_DIR = "_staging"
+_CHANNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class LandingResult:
+    """What one run did. ``events``: rows written by this run; ``redelivered``: taken events
+    recognised as landed by an earlier run (not written again); ``taken`` = both."""
+
+    channel: str
+    events: int
+    redelivered: int
+    taken: int
+    files: int
+    bytes: int
+    batch_id: str | None
+    duration_s: float
+    backlog_after: int
+    manifest_uri: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class _Written:
+    events: int = 0
+    redelivered: int = 0
+    manifest: Manifest | None = None
+    manifest_uri: str | None = None
+
+
+def land_once(source: TakeSource, config: LandingConfig, spark: SparkSession, *, recover: bool = True,
+              write_lock: AbstractContextManager[Any] | None = None) -> LandingResult:
+    """Land one take transaction of ``source`` under ``config.root``; see the module docstring.
+
+    Raises LandingError (the take rolled back, retrying is safe) on any failure. ``recover=False``
+    and ``write_lock`` are for :func:`~ingest_toolkit.land.drain.land_until_empty`, which runs
+    batches in two threads: it recovers once up front, and lets one Spark write run at a time.
+    """
+    started = time.monotonic()
+    channel = _checked_name(source.name)
+    run = _Run(channel, open_storage(config.root, config.storage, spark), write_lock)
+    if recover:
+        run.guard("recovering earlier runs",
+                  lambda: recover_channel_dir(run.store, channel, config.staging_grace_seconds))
+    with _gc_paused():
+        take = run.guard("taking events", lambda: _open_take(source, config.max_events))
+    try:
+        fault_point("after_take")
+        with _gc_paused():
+            written = run.land(take, config, spark)
+    except BaseException as err:
+        rolled_back = _rollback(take)
+        if not isinstance(err, Exception):
+            raise
+        raise LandingError(f"landing channel {channel!r} failed while {run.phase}: {err}. "
+                           + ("The take was rolled back; the events are still in the channel. "
+                              if rolled_back else "Rolling the take back failed too; an agent rolls "
+                              "it back when the lease expires. ") + "Fix the cause and run again.",
+                           channel=channel, phase=run.phase, rolled_back=rolled_back) from err
+    run.phase = "committing the take"
+    try:
+        take.commit()
+    except Exception as err:
+        raise LandingError(f"channel {channel!r}: the batch is landed (manifest {written.manifest_uri}) but "
+                           f"committing the take failed: {err}. The events stay in the channel; the next run "
+                           "recognises them as landed and only commits", channel=channel, phase="commit",
+                           rolled_back=False) from err
+    fault_point("after_commit")
+    return _result(channel, take, written, time.monotonic() - started, source.backlog())
+
+
+class _Run:
+    def __init__(self, channel: str, store: Storage, write_lock: AbstractContextManager[Any] | None) -> None:
+        self.channel, self.store, self.phase = channel, store, "starting"
+        self.write_lock = write_lock or nullcontext()
+
+    def guard(self, phase: str, step: Any) -> Any:
+        self.phase = phase
+        try:
+            return step()
+        except Exception as err:
+            raise LandingError(f"landing channel {self.channel!r} failed while {phase}: {err}; nothing was "
+                               "taken", channel=self.channel, phase=phase, rolled_back=True) from err
+
+    def land(self, take: TakeBatch, config: LandingConfig, spark: SparkSession) -> _Written:
+        events = list(take.events)
+        if not events:
+            return _Written()
+        self.phase = "recognising redelivered events"
+        seqs = seq_array(events)
+        bounds = pc.min_max(seqs).as_py()
+        known = landed_ranges(self.store, self.channel, take.channel_id, bounds["min"], bounds["max"])
+        redelivered = 0
+        if known:
+            mask = landed_mask(seqs, known)
+            redelivered = int(pc.sum(mask).as_py() or 0)
+            if redelivered == len(events):
+                return _Written(redelivered=redelivered)
+            keep = pc.invert(mask)
+            events = [e for e, k in zip(events, keep.to_pylist(), strict=True) if k]
+            seqs = pc.filter(seqs, keep)
+        manifest, uri = self._write(events, seqs, take.channel_id, config, spark)
+        return _Written(len(events), redelivered, manifest, uri)
+
+    def _write(self, events: list[Any], seqs: Any, channel_id: bytes, config: LandingConfig,
+               spark: SparkSession) -> tuple[Manifest, str]:
+        batch_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(4)
+        self.phase = "building the Arrow table"
+        table = build_table(events, channel_id=channel_id, batch_id=batch_id, ingest_time_us=time.time_ns() // 1000,
+                            seqs=seqs)
+        staging = f"{self.channel}/{STAGING_DIR}/{batch_id}"
+        self.phase = "writing Parquet with Spark"
+        with self.write_lock, fault_during("during_write", lambda: self.store.exists(f"{staging}/_temporary")):
+            write_parquet(spark, table, self.store.uri(staging), config)
+        fault_point("after_write")
+        self.phase = "writing the manifest"
+        manifest = Manifest(channel=self.channel, channel_id=channel_id.hex(), batch_id=batch_id,
+                            seq_ranges=tuple(seq_ranges(seqs)), count=len(events),
+                            files=_final_names(self.store, self.channel, batch_id),
+                            created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        manifest = replace(manifest, partitions=_partitions(manifest.files))
+        uri = write_manifest(self.store, self.channel, manifest)
+        fault_point("after_manifest")
+        self.phase = "moving files into the partitions"
+        finish_moves(self.store, self.channel, manifest)
+        fault_point("before_commit")
+        return manifest, uri
+
+
+def _final_names(store: Storage, channel: str, batch_id: str) -> tuple[ManifestFile, ...]:
+    """The staged Parquet files with their final, deterministic names (batch id + ordinal)."""
+    staging = f"{STAGING_DIR}/{batch_id}"
+    staged = sorted((rel, size) for rel, size in store.list_files(f"{channel}/{staging}")
+                    if rel.rsplit("/", 1)[-1].startswith("part-") and rel.endswith(".parquet"))
+    files = []
+    for i, (rel, size) in enumerate(staged):
+        directory, _, name = rel.rpartition("/")
+        suffix = name.split(".", 1)[1]  # c000.snappy.parquet
+        final = f"part-{batch_id}-{i:05d}.{suffix}"
+        files.append(ManifestFile(f"{directory}/{final}" if directory else final, size, f"{staging}/{rel}"))
+    return tuple(files)
+
+
+def _partitions(files: tuple[ManifestFile, ...]) -> tuple[str, ...]:
+    return tuple(sorted({f.path.rpartition("/")[0] for f in files if "/" in f.path}))
+
+
+def finish_moves(store: Storage, channel: str, manifest: Manifest) -> None:
+    """Move every file of ``manifest`` from staging to its final name, then drop the staging dir.
+
+    Idempotent: a file already moved (staging copy gone, final present) is skipped, so a crash
+    at any point is finished by running this again.
+    """
+    for i, f in enumerate(manifest.files):
+        src, dst = f"{channel}/{f.staging}", f"{channel}/{f.path}"
+        if store.exists(src):
+            store.move(src, dst)
+        elif not store.exists(dst):
+            raise LandingError(f"manifest {manifest.name} names {dst}, which is neither in staging nor in place: "
+                               "the landed file was deleted by something else", channel=channel,
+                               phase="moving files", rolled_back=False)
+        if i == 0:
+            fault_point("during_moves")
+    store.delete(f"{channel}/{manifest.staging_dir}")
+
+
+def recover_channel_dir(store: Storage, channel: str, grace_seconds: float) -> tuple[int, int]:
+    """Finish committed batches and drop stale leftovers; returns (rolled forward, deleted)."""
+    staged = store.list_dir(f"{channel}/{STAGING_DIR}")
+    if not staged:
+        return 0, 0
+    committed = {_batch_of(name): name for name in list_manifest_names(store, channel)}
+    forward = deleted = 0
+    now = time.time()
+    for batch_id in staged:
+        path = f"{channel}/{STAGING_DIR}/{batch_id}"
+        if batch_id in committed:
+            finish_moves(store, channel, load_manifest(store, channel, committed[batch_id]))
+            forward += 1
+        elif now - store.mtime(path) >= grace_seconds:
+            store.delete(path)
+            deleted += 1
+    return forward, deleted
+
+
+def _batch_of(manifest_name: str) -> str:
+    return manifest_name.removesuffix(".json").split("-", 2)[2]
+
+
+_gc_lock = threading.Lock()
+_gc_pause: dict[str, Any] = {"depth": 0, "was_enabled": True}
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a batch's objects are built: a take creates hundreds
+    of thousands of events (each with a headers dict) in one go, and every generation-2 pass
+    over them is wasted (they are all alive). Nested and concurrent batches share one pause;
+    the collector's previous state comes back when the last one ends."""
+    with _gc_lock:
+        if _gc_pause["depth"] == 0:
+            _gc_pause["was_enabled"] = gc.isenabled()
+            gc.disable()
+        _gc_pause["depth"] += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pause["depth"] -= 1
+            if _gc_pause["depth"] == 0 and _gc_pause["was_enabled"]:
+                gc.enable()
+
+
+def _open_take(source: TakeSource, max_events: int) -> TakeBatch:
+    """Open the take; a channel whose ``transaction_capacity`` is below ``max_events`` (a remote
+    one: the landing cannot know it beforehand) is asked again for what it allows."""
+    try:
+        return source.open_take(max_events)
+    except TransactionCapacityError as err:
+        capacity = getattr(err, "capacity", 0)
+        if isinstance(capacity, int) and 0 < capacity < max_events:
+            return source.open_take(capacity)
+        raise
+
+
+def _rollback(take: TakeBatch) -> bool:
+    try:
+        take.rollback()
+        return True
+    except Exception:
+        return False
+
+
+def _checked_name(name: str) -> str:
+    if not _CHANNEL_NAME.match(name):
+        raise LandingError(f"channel name {name!r} cannot be a directory name (letters, digits, '_', '.', '-')",
+                           channel=name, phase="starting", rolled_back=True)
+    return name
+
+
+def _result(channel: str, take: TakeBatch, written: _Written, duration: float, backlog: int) -> LandingResult:
+    manifest = written.manifest
+    return LandingResult(channel=channel, events=written.events, redelivered=written.redelivered,
+                         taken=len(take.events), files=len(manifest.files) if manifest else 0,
+                         bytes=manifest.bytes if manifest else 0, batch_id=manifest.batch_id if manifest else None,
+                         duration_s=round(duration, 3), backlog_after=backlog, manifest_uri=written.manifest_uri)

@@ -1,0 +1,88 @@
+"""The channel as the landing sees it: one take transaction at a time.
+
+Two implementations satisfy :class:`TakeSource`: :class:`InProcessSource` (this process owns
+the channel directories) and ``ingest_toolkit.rpc.client.RemoteSource`` (a leased take through
+the agent's gRPC API). The landing only relies on what the protocols state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from ..channel import Event, FileChannel, Transaction
+
+__all__ = ["InProcessSource", "InProcessTake", "TakeBatch", "TakeSource"]
+
+
+@runtime_checkable
+class TakeBatch(Protocol):
+    """One open take transaction. ``events`` are oldest first, each with its ``seq``; the batch
+    ends in exactly one ``commit`` (the events are gone) or ``rollback`` (they are back at the
+    head of the channel, in order). Plain attributes satisfy the read-only properties."""
+
+    @property
+    def channel_id(self) -> bytes: ...  # the channel's 16-byte identity, part of every event id
+
+    @property
+    def events(self) -> Sequence[Event]: ...
+
+    def commit(self) -> None: ...
+
+    def rollback(self) -> None: ...
+
+
+@runtime_checkable
+class TakeSource(Protocol):
+    """A channel seen from the landing."""
+
+    @property
+    def name(self) -> str: ...
+
+    def open_take(self, max_events: int) -> TakeBatch: ...
+
+    def backlog(self) -> int: ...
+
+
+class InProcessTake:
+    """A :class:`TakeBatch` over a :class:`~ingest_toolkit.channel.Transaction`.
+
+    The channel binds a transaction to the thread that opened it: commit or roll back from that
+    thread (the landing does).
+    """
+
+    def __init__(self, channel_id: bytes, tx: Transaction, events: list[Event]) -> None:
+        self.channel_id = channel_id
+        self.events = events
+        self._tx = tx
+
+    def commit(self) -> None:
+        self._tx.commit()
+
+    def rollback(self) -> None:
+        self._tx.rollback()
+
+
+class InProcessSource:
+    """Takes from a :class:`FileChannel` this process has open.
+
+    A take asks for at most the channel's ``transaction_capacity`` events, whatever
+    ``max_events`` says, so a large landing batch never fails with TransactionCapacityError.
+    """
+
+    def __init__(self, channel: FileChannel, name: str) -> None:
+        self.channel = channel
+        self.name = name
+
+    def open_take(self, max_events: int) -> InProcessTake:
+        limit = min(max_events, self.channel.config.transaction_capacity)
+        tx = self.channel.transaction()
+        try:
+            events = tx.take(limit)
+        except BaseException:
+            tx.rollback()
+            raise
+        return InProcessTake(self.channel.channel_id, tx, events)
+
+    def backlog(self) -> int:
+        return len(self.channel)

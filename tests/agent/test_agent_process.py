@@ -1,0 +1,222 @@
+"""The agent as a real child process: every source feeds the channel; signals; refusals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ingest_toolkit.channel import Event
+from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
+from ingest_toolkit.rpc.client import AgentClient
+from ingest_toolkit.rpc.errors import AgentUnavailableError, AuthenticationError, UnknownChannelError
+
+from .harness import (
+    REPO,
+    AgentProcess,
+    AgentSetup,
+    drain,
+    http_get,
+    http_post,
+    metric,
+    self_signed_cert,
+    write_spool_file,
+)
+
+pytestmark = pytest.mark.integration
+
+TOKEN_ENV = "TEST_AGENT_TOKEN"
+
+
+def _all_sources(root: Path) -> AgentSetup:
+    (root / "spool").mkdir()
+    (root / "logs").mkdir()
+    return AgentSetup(root, sources=f"""
+[sources.spool]
+type = "spool_dir"
+dir = "{root / 'spool'}"
+channels = ["events"]
+poll_interval = 0.05
+interceptors = [{{ type = "timestamp" }}, {{ type = "host" }}]
+[sources.tail]
+type = "tail"
+paths = ["{root / 'logs'}/*.log"]
+channels = ["events"]
+poll_interval = 0.05
+[sources.web]
+type = "http"
+channels = ["events"]
+""")
+
+
+def _send(agent: AgentProcess, data: bytes, *args: str,
+          env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ingest_toolkit.cli", "send", "--ports-file", str(agent.setup.ports_file), *args],
+        input=data.decode(), capture_output=True, text=True, cwd=REPO, env={**os.environ, **(env or {})},
+        timeout=60)
+
+
+def _wait_for(predicate: object, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def test_spool_tail_http_and_grpc_feed_the_channel_then_sigterm_checkpoints(tmp_path: Path) -> None:
+    setup = _all_sources(tmp_path)
+    agent = AgentProcess(setup).wait_ready()
+    write_spool_file(tmp_path / "spool", "a.txt", (f"spool-{i}" for i in range(100)))
+    with (tmp_path / "logs" / "app.log").open("w") as log:
+        log.write("".join(f"tail-{i}\n" for i in range(50)))
+    assert http_post(agent.source_url("web"), "".join(f"http-{i}\n" for i in range(30)).encode()) == (
+        200, {"accepted": 30, "duplicate": False})
+    sent = _send(agent, "".join(f"grpc-{i}\n" for i in range(40)).encode(), "--batch-size", "15",
+                 "--batch-id", "job-1")
+    assert sent.returncode == 0, sent.stderr
+    assert "40 accepted" in sent.stdout and "3 batches" in sent.stdout
+    again = _send(agent, "".join(f"grpc-{i}\n" for i in range(40)).encode(), "--batch-size", "15",
+                  "--batch-id", "job-1", "--json")
+    assert '"duplicate_batches": 3' in again.stdout and '"accepted": 0' in again.stdout
+
+    with AgentClient(agent.grpc_address) as client:
+        _wait_for(lambda: client.status("events")["queue_size"] == 220)
+    _, text = http_get(agent.admin_url("/metrics"))
+    for pipeline, events in (("spool", 100), ("tail", 50), ("web", 30), ("grpc", 40)):
+        assert metric(text, "ingest_pipeline_events_total", pipeline=pipeline) == events
+    assert http_get(agent.admin_url("/healthz"))[0] == 200
+
+    before = time.time_ns()
+    assert agent.terminate() == 0, agent.log()
+    assert "signal received, stopping" in agent.log() and "agent stopped" in agent.log()
+    assert not setup.ports_file.exists()
+    info = read_checkpoint_meta(str(setup.checkpoint_dir()))
+    assert info is not None and info.written_unix_ns >= before and info.queue_size == 220
+    taken = drain(setup.channel_settings())
+    bodies = sorted(e.body.decode() for e in taken)
+    expected = [f"{kind}-{i}" for kind, n in (("spool", 100), ("tail", 50), ("http", 30), ("grpc", 40))
+                for i in range(n)]
+    assert bodies == sorted(expected)
+    spooled = [e for e in taken if e.body.startswith(b"spool-")]
+    assert all("timestamp" in e.headers and "host" in e.headers for e in spooled)
+    assert (tmp_path / "spool" / "a.txt.COMPLETED").exists()
+
+
+def test_second_agent_on_the_same_channel_is_refused(tmp_path: Path) -> None:
+    setup = AgentSetup(tmp_path / "one")
+    first = AgentProcess(setup).wait_ready()
+    try:
+        # Same channel directories, its own state directory and ports file.
+        text = setup.conf.read_text().replace(str(tmp_path / "one" / "state"), str(tmp_path / "two"))
+        text = text.replace(str(setup.ports_file), str(tmp_path / "two.json"))
+        (tmp_path / "two.toml").write_text(text)
+        second = subprocess.run([sys.executable, "-m", "ingest_toolkit.cli", "agent", "--conf",
+                                 str(tmp_path / "two.toml")], capture_output=True, text=True, cwd=REPO, timeout=60)
+        assert second.returncode == 1
+        assert "ChannelLockedError" in second.stderr and "locked by another process" in second.stderr
+        assert f"pid {first.proc.pid}" in second.stderr
+        assert not (tmp_path / "two.json").exists()
+        assert http_get(first.admin_url("/healthz"))[0] == 200
+    finally:
+        assert first.terminate() == 0
+
+
+def test_wrong_token_and_unknown_channel_are_refused(tmp_path: Path) -> None:
+    env = {TOKEN_ENV: "tok-123"}
+    setup = AgentSetup(tmp_path, security=f'token_env = "{TOKEN_ENV}"\n', sources=f"""
+[sources.web]
+type = "http"
+channels = ["events"]
+security = {{ token_env = "{TOKEN_ENV}" }}
+""")
+    agent = AgentProcess(setup, env=env).wait_ready()
+    try:
+        with AgentClient(agent.grpc_address, token="wrong") as client, pytest.raises(AuthenticationError):
+            client.put([], channel="events")
+        with AgentClient(agent.grpc_address, token="tok-123") as client:
+            with pytest.raises(UnknownChannelError, match="unknown channel 'nope'"):
+                client.put([], channel="nope")
+        assert http_post(agent.source_url("web"), b"x\n", token="wrong")[0] == 401
+        assert http_post(agent.source_url("web", "/events/nope"), b"x\n", token="tok-123")[0] == 404
+        assert http_post(agent.source_url("web"), b"x\n", token="tok-123")[0] == 200
+        refused = _send(agent, b"x\n", "--token-env", TOKEN_ENV, env={TOKEN_ENV: "bad"})
+        assert refused.returncode == 1 and "AuthenticationError" in refused.stderr
+        ok = _send(agent, b"y\n", "--token-env", TOKEN_ENV, "--channel", "events", env=env)
+        assert ok.returncode == 0 and "1 accepted" in ok.stdout
+    finally:
+        assert agent.terminate() == 0
+    assert sorted(e.body for e in drain(setup.channel_settings())) == [b"x", b"y"]
+
+
+def test_send_to_an_unreachable_agent_fails_clearly() -> None:
+    result = subprocess.run([sys.executable, "-m", "ingest_toolkit.cli", "send", "--agent", "127.0.0.1:1",
+                             "--retries", "0"], input="x\n", capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert result.returncode == 1
+    assert "cannot reach the agent at 127.0.0.1:1" in result.stderr
+
+
+@pytest.mark.parametrize("where", ["grpc", "http"])
+def test_missing_token_variable_exits_1_before_opening_channels(tmp_path: Path, where: str) -> None:
+    unset = 'token_env = "TEST_AGENT_UNSET_TOKEN"'
+    setup = AgentSetup(tmp_path, security=f"{unset}\n" if where == "grpc" else "", sources=(
+        f'[sources.web]\ntype = "http"\nchannels = ["events"]\nsecurity = {{ {unset} }}\n' if where == "http" else ""))
+    env = {k: v for k, v in os.environ.items() if k != "TEST_AGENT_UNSET_TOKEN"}
+    result = subprocess.run([sys.executable, "-m", "ingest_toolkit.cli", "agent", "--conf", str(setup.conf)],
+                            capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+    assert result.returncode == 1
+    key = "agent.security.token_env" if where == "grpc" else "sources.web.security.token_env"
+    assert key in result.stderr and "TEST_AGENT_UNSET_TOKEN" in result.stderr, result.stderr
+    assert not setup.checkpoint_dir().exists() and not (tmp_path / "state").exists()
+
+
+def test_sigterm_rolls_back_an_open_remote_take(tmp_path: Path) -> None:
+    setup = AgentSetup(tmp_path, shutdown_timeout=1.0)
+    agent = AgentProcess(setup).wait_ready()
+    with AgentClient(agent.grpc_address) as client:
+        client.put([Event(f"e{i}".encode(), {}) for i in range(20)], channel="events")
+        take = client.open_take("events", 10, lease_seconds=300)
+        assert [e.body for e in take.events] == [f"e{i}".encode() for i in range(10)]
+        started = time.monotonic()
+        agent.proc.send_signal(signal.SIGINT)
+        assert agent.wait() == 0, agent.log()
+        assert time.monotonic() - started < 10
+    assert [e.body for e in drain(setup.channel_settings())] == [f"e{i}".encode() for i in range(20)]
+
+
+def test_grpc_over_tls(tmp_path: Path) -> None:
+    cert, key = self_signed_cert(tmp_path)
+    setup = AgentSetup(tmp_path, security=f'tls = {{ cert_file = "{cert}", key_file = "{key}" }}\n')
+    agent = AgentProcess(setup).wait_ready()
+    try:
+        sent = _send(agent, b"secret\n", "--tls-ca", str(cert), "--channel", "events")
+        assert sent.returncode == 0 and "1 accepted" in sent.stdout, sent.stderr
+        with AgentClient(agent.grpc_address, timeout=5) as plain, pytest.raises(AgentUnavailableError):
+            plain.put([Event(b"x", {})], channel="events")
+    finally:
+        assert agent.terminate() == 0
+    assert [e.body for e in drain(setup.channel_settings())] == [b"secret"]
+
+
+def test_a_port_in_use_is_a_clear_error_and_nothing_stays_locked(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        setup = AgentSetup(tmp_path)
+        text = setup.conf.read_text().replace("[agent.admin]\nport = 0\n",
+                                              f"[agent.admin]\nport = {busy.getsockname()[1]}\n")
+        setup.conf.write_text(text)
+        result = subprocess.run([sys.executable, "-m", "ingest_toolkit.cli", "agent", "--conf", str(setup.conf)],
+                                capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert result.returncode == 1
+    assert "agent.admin.port" in result.stderr and "in use" in result.stderr, result.stderr
+    agent = AgentProcess(setup).wait_ready()  # the failed start released every lock
+    assert agent.terminate() == 0

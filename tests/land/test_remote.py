@@ -1,0 +1,64 @@
+"""Landing through a real agent gRPC endpoint (127.0.0.1, ephemeral port): leased remote takes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ingest_toolkit.channel import FileChannel
+from ingest_toolkit.land import LandingError, land_once
+from ingest_toolkit.rpc.client import AgentClient, RemoteSource
+from ingest_toolkit.rpc.server import start_server
+from ingest_toolkit.rpc.service import AgentService
+
+from .helpers import assert_landed_exactly_once, channel_settings, landing_config, make_events, put_events, read_landed
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.integration
+
+
+def _no_puts(*_: Any) -> Any:
+    raise AssertionError("this test puts in-process")
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Iterator[tuple[FileChannel, AgentClient]]:
+    ch = FileChannel(**channel_settings(tmp_path, transaction_capacity=400))
+    server = start_server(AgentService({"events": ch}, _no_puts, default_lease_seconds=60.0, max_lease_seconds=600.0))
+    client = AgentClient(server.address)
+    try:
+        yield ch, client
+    finally:
+        client.close()
+        server.stop(grace=1.0)
+        ch.close()
+
+
+def test_lands_through_the_agent_exactly_once(tmp_path: Path, agent: tuple[FileChannel, AgentClient],
+                                              spark: SparkSession) -> None:
+    ch, client = agent
+    expected = put_events(ch, make_events(1000), batch=400)
+    source = RemoteSource(client, "events", lease_seconds=120.0)
+    config = landing_config(tmp_path / "landing", max_events=100_000)  # above transaction_capacity: capped to 400
+    results = [land_once(source, config, spark) for _ in range(3)]
+    assert [r.events for r in results] == [400, 400, 200] and results[-1].backlog_after == 0
+    assert len(ch) == 0 and client.status("events")["queue_size"] == 0
+    assert_landed_exactly_once(read_landed(tmp_path / "landing", "events"), expected, ch.channel_id)
+
+
+def test_a_failed_remote_landing_rolls_the_take_back(tmp_path: Path, agent: tuple[FileChannel, AgentClient],
+                                                     spark: SparkSession) -> None:
+    ch, client = agent
+    expected = put_events(ch, make_events(120))
+    (tmp_path / "blocker").write_text("not a directory")
+    with pytest.raises(LandingError) as err:
+        land_once(RemoteSource(client, "events", 60.0), landing_config(tmp_path / "blocker" / "root"), spark)
+    assert err.value.rolled_back and len(ch) == 120
+    result = land_once(RemoteSource(client, "events", 60.0), landing_config(tmp_path / "landing"), spark)
+    assert result.events == 120
+    assert_landed_exactly_once(read_landed(tmp_path / "landing", "events"), expected, ch.channel_id)

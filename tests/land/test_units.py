@@ -1,0 +1,215 @@
+"""The landing's pure parts, without Spark: Arrow columns, seq ranges, configuration, manifests,
+storage moves and the recovery of interrupted runs (on the local file system via pyarrow.fs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from ingest_toolkit.channel import Event, FileChannel
+from ingest_toolkit.errors import ConfigError, IngestError
+from ingest_toolkit.land import (
+    InProcessSource,
+    LandingConfig,
+    LandingError,
+    Manifest,
+    ManifestFile,
+    build_table,
+    event_id,
+    load_landing_config,
+    read_manifests,
+    recover_channel_dir,
+)
+from ingest_toolkit.land.batches import event_ids, landed_mask, seq_ranges
+from ingest_toolkit.land.landing import finish_moves
+from ingest_toolkit.land.manifest import landed_ranges, write_manifest
+from ingest_toolkit.land.storage import ArrowStorage, open_storage
+
+from .helpers import BASE_MILLIS, channel_settings, make_events, put_events
+
+CID = bytes(range(16))
+
+
+def test_event_id_is_channel_identity_plus_zero_padded_seq() -> None:
+    assert event_id(CID, 42) == "000102030405060708090a0b0c0d0e0f-00000000000000000042"
+    seqs = pa.array([1, 1_795_335_954_286_269, 2**63 - 1], pa.int64())
+    assert event_ids(CID, seqs).to_pylist() == [event_id(CID, s) for s in seqs.to_pylist()]
+    with pytest.raises(ValueError):
+        event_id(b"short", 1)
+
+
+def test_build_table_columns_event_time_and_partitions() -> None:
+    events = [Event(b"a", {"timestamp": str(BASE_MILLIS + 16 * 3_600_000 - 1), "k": "v"}, seq=10),  # 23:59:59.999
+              Event(b"b", {}, seq=11),
+              Event(b"c", {"timestamp": "12x"}, seq=12),
+              Event(b"", {"timestamp": "9" * 16}, seq=14)]
+    ingest_us = (BASE_MILLIS + 3_600_000) * 1000  # 09:00Z
+    table = build_table(events, channel_id=CID, batch_id="b1", ingest_time_us=ingest_us)
+    rows = table.to_pylist()
+    assert [r["seq"] for r in rows] == [10, 11, 12, 14]
+    assert [r["body"] for r in rows] == [b"a", b"b", b"c", b""]
+    assert rows[0]["headers"] == [("timestamp", str(BASE_MILLIS + 16 * 3_600_000 - 1)), ("k", "v")]
+    assert rows[1]["headers"] == []  # empty map, not null
+    assert [r["event_date"] for r in rows] == ["2025-11-22"] * 4
+    assert [r["event_hour"] for r in rows] == ["23", "09", "09", "09"]  # bad or absurd timestamps -> ingest time
+    assert rows[0]["event_time"].isoformat() == "2025-11-22T23:59:59.999000+00:00"
+    assert {r["batch_id"] for r in rows} == {"b1"}
+    assert rows[2]["ingest_time"] == rows[2]["event_time"]
+    assert table.schema.field("headers").type == pa.map_(pa.string(), pa.string())
+
+
+def test_seq_ranges_merge_gaps_order_and_duplicates() -> None:
+    assert seq_ranges(pa.array([], pa.int64())) == []
+    assert seq_ranges(pa.array([7], pa.int64())) == [(7, 7)]
+    assert seq_ranges(pa.array([5, 3, 4, 10, 11, 4, 20], pa.int64())) == [(3, 5), (10, 11), (20, 20)]
+    mask = landed_mask(pa.array([1, 3, 5, 10, 21], pa.int64()), [(3, 5), (20, 30)])
+    assert mask.to_pylist() == [False, True, True, False, True]
+
+
+def test_config_from_toml_with_env_overrides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = tmp_path / "landing.toml"
+    conf.write_text('[landing]\nroot = "out"\nmax_events = 10\n[spark]\nmaster = "local[1]"\n'
+                    '[spark.conf]\n"spark.x" = 3\n"spark.sql.parquet.outputTimestampType" = "INT96"\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INGEST_LANDING__MAX_EVENTS", "25")
+    monkeypatch.setenv("INGEST_SPARK__MASTER", "spark://127.0.0.1:7077")
+    config = load_landing_config(conf)
+    assert config.root == (tmp_path / "out").as_uri()
+    assert config.max_events == 25 and config.spark.master == "spark://127.0.0.1:7077"
+    effective = config.spark.effective_conf()
+    assert effective["spark.x"] == "3"
+    assert effective["spark.sql.parquet.outputTimestampType"] == "TIMESTAMP_MICROS"  # required, not overridable
+    assert LandingConfig.build(root="hdfs://nn:8020/land/").root == "hdfs://nn:8020/land"
+
+
+def test_config_errors_name_the_key(tmp_path: Path) -> None:
+    conf = tmp_path / "landing.toml"
+    conf.write_text("[landing]\nmax_events = 0\n")  # no [spark] table: defaults
+    with pytest.raises(ConfigError) as err:
+        load_landing_config(conf)
+    assert err.value.key == "landing.max_events"
+    conf.write_text('[landing]\n[spark]\nremote = "http://x"\n')
+    with pytest.raises(ConfigError) as err:
+        load_landing_config(conf)
+    assert err.value.key == "spark.remote"
+    with pytest.raises(ConfigError):
+        load_landing_config(tmp_path / "missing.toml")
+
+
+def _manifest(batch: str, ranges: tuple[tuple[int, int], ...], files: tuple[ManifestFile, ...] = (),
+              cid: bytes = CID) -> Manifest:
+    return Manifest(channel="ch", channel_id=cid.hex(), batch_id=batch, seq_ranges=ranges,
+                    count=sum(b - a + 1 for a, b in ranges), files=files, created="2026-01-01T00:00:00Z")
+
+
+def test_manifests_round_trip_and_lookup_by_seq_span(tmp_path: Path) -> None:
+    store = ArrowStorage(tmp_path.as_uri())
+    write_manifest(store, "ch", _manifest("b1", ((100, 199),)))
+    write_manifest(store, "ch", _manifest("b2", ((200, 250), (260, 299))))
+    write_manifest(store, "ch", _manifest("b3", ((150, 160),), cid=bytes(16)))  # another channel identity
+    (tmp_path / "ch" / "_manifests" / ".x.json.tmp-1").write_text("{partial")  # interrupted write: ignored
+    assert [m.batch_id for m in read_manifests(str(tmp_path), "ch")] == ["b1", "b3", "b2"]
+    assert landed_ranges(store, "ch", CID, 190, 205) == [(100, 199), (200, 250)]
+    assert landed_ranges(store, "ch", CID, 300, 400) == []
+    m = read_manifests(tmp_path.as_uri(), "ch")[0]
+    assert m.first_seq == 100 and m.last_seq == 199 and m.count == 100
+    assert m.event_id_ranges == [(event_id(CID, 100), event_id(CID, 199))]
+
+
+def _staged(tmp_path: Path, batch: str, names: list[str]) -> tuple[ManifestFile, ...]:
+    files = []
+    for i, name in enumerate(names):
+        staged = tmp_path / "ch" / "_staging" / batch / "event_date=2026-01-01" / "event_hour=00" / name
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        staged.write_bytes(b"data" + name.encode())
+        partition = "event_date=2026-01-01/event_hour=00"
+        files.append(ManifestFile(f"{partition}/part-{batch}-{i:05d}.parquet", staged.stat().st_size,
+                                  f"_staging/{batch}/{partition}/{name}"))
+    return tuple(files)
+
+
+def test_recovery_rolls_committed_batches_forward_and_drops_stale_leftovers(tmp_path: Path) -> None:
+    store = ArrowStorage(tmp_path.as_uri())
+    files = _staged(tmp_path, "done", ["part-0.parquet", "part-1.parquet"])
+    manifest = _manifest("done", ((1, 10),), files)
+    write_manifest(store, "ch", manifest)
+    store.move(f"ch/{files[0].staging}", f"ch/{files[0].path}")  # crashed after the first move
+    _staged(tmp_path, "failed", ["part-0.parquet"])  # a failed run: no manifest
+    assert recover_channel_dir(store, "ch", grace_seconds=3600) == (1, 0)  # leftover too young
+    assert sorted(p.name for p in (tmp_path / "ch" / "event_date=2026-01-01" / "event_hour=00").iterdir()) == [
+        "part-done-00000.parquet", "part-done-00001.parquet"]
+    assert sorted(p.name for p in (tmp_path / "ch" / "_staging").iterdir()) == ["failed"]
+    old = time.time() - 7200
+    os.utime(tmp_path / "ch" / "_staging" / "failed", (old, old))
+    assert recover_channel_dir(store, "ch", grace_seconds=3600) == (0, 1)
+    assert list((tmp_path / "ch" / "_staging").iterdir()) == []
+    finish_moves(store, "ch", manifest)  # idempotent once done
+    (tmp_path / "ch" / files[1].path).unlink()
+    with pytest.raises(LandingError, match="neither in staging nor in place"):
+        finish_moves(store, "ch", manifest)
+
+
+def test_open_storage_without_a_jvm_is_arrow(tmp_path: Path) -> None:
+    assert isinstance(open_storage(tmp_path.as_uri(), "auto", None), ArrowStorage)
+    with pytest.raises(ValueError, match="hadoop"):
+        open_storage(tmp_path.as_uri(), "hadoop", None)
+
+
+def test_in_process_source_caps_takes_at_transaction_capacity(tmp_path: Path) -> None:
+    ch = FileChannel(**channel_settings(tmp_path, transaction_capacity=50))
+    try:
+        expected = put_events(ch, make_events(120), batch=40)
+        source = InProcessSource(ch, "ch")
+        take = source.open_take(1000)
+        assert take.channel_id == ch.channel_id and len(take.events) == 50
+        take.rollback()
+        assert source.backlog() == 120
+        take = source.open_take(1000)
+        assert [e.seq for e in take.events] == sorted(expected)[:50]  # back at the head, in order
+        take.commit()
+        assert source.backlog() == 70
+    finally:
+        ch.close()
+
+
+def test_fault_hook_sigkills_the_process_at_its_phase() -> None:
+    code = ("from ingest_toolkit.land.faults import fault_point; "
+            "fault_point('after_write'); fault_point('x'); print('alive')")
+    env = {**os.environ, "INGEST_LAND_FAULT": "x"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=60)
+    assert done.returncode == -9 and b"alive" not in done.stdout
+    done = subprocess.run([sys.executable, "-c", code], env={**env, "INGEST_LAND_FAULT": ""}, capture_output=True,
+                          timeout=60)
+    assert done.returncode == 0 and b"alive" in done.stdout
+
+
+def test_landing_error_is_an_ingest_error() -> None:
+    err = LandingError("x", channel="c", phase="p", rolled_back=True)
+    assert isinstance(err, IngestError) and err.rolled_back and json.dumps({"phase": err.phase})
+
+
+def test_gc_pause_nests_and_restores_the_collector_state() -> None:
+    import gc
+
+    from ingest_toolkit.land.landing import _gc_paused
+
+    assert gc.isenabled()
+    with _gc_paused():
+        with _gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with _gc_paused():
+            pass
+        assert not gc.isenabled()  # was off before: stays off
+    finally:
+        gc.enable()
