@@ -1,0 +1,182 @@
+"""On-call checks of a channel, safe while its agent is running (no lock is taken).
+
+Each function returns an :class:`dagster.AssetCheckResult` whose metadata carries the numbers it
+judged on; docs/runbook.md says what a failure means and what to do.
+
+Reading a live channel without its lock: ``checkpoint.meta`` is replaced atomically and names
+the queue and in-flight files of the same checkpoint (with their sizes and CRC32C), so a
+recount from those files is compared with the reference counts *of the same checkpoint
+position*, never with a later state. The one race is a new checkpoint replacing the meta and
+removing the old files between our reads: the load then fails with a missing file, and
+:func:`load_live_checkpoint` reads again (the meta then names the new files).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+
+from ingest_toolkit.channel.checkpoint import Checkpoint, CheckpointInvalid, load_checkpoint, read_checkpoint_meta
+from ingest_toolkit.channel.replay import count_refs
+from ingest_toolkit.channel.tools.common import ChannelDirs, lock_state, segments_of
+
+from ..settings import ChannelSpec, OrchestrationSettings
+
+__all__ = ["LiveCheckpoint", "check_backlog", "check_checkpoint_fresh", "check_drained_logs_deleted",
+           "check_refcounts", "load_live_checkpoint"]
+
+_ATTEMPTS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class LiveCheckpoint:
+    checkpoint: Checkpoint
+    attempts: int  # reads needed: more than 1 means a checkpoint was written while we read
+
+
+def load_live_checkpoint(checkpoint_dir: str) -> LiveCheckpoint | None:
+    """Load the current checkpoint of a channel that may be live; None if it has none.
+
+    Raises CheckpointInvalid when the checkpoint stays unreadable over several attempts for a
+    reason other than being replaced while read.
+    """
+    last: CheckpointInvalid | None = None
+    for attempt in range(1, _ATTEMPTS + 1):
+        try:
+            checkpoint = load_checkpoint(checkpoint_dir, None)
+        except CheckpointInvalid as err:
+            last = err
+            time.sleep(0.05 * attempt)  # a checkpoint is being written: let it finish
+            continue
+        return None if checkpoint is None else LiveCheckpoint(checkpoint, attempt)
+    assert last is not None
+    raise last
+
+
+def _recount(checkpoint: Checkpoint) -> Counter[int]:
+    recounted: Counter[int] = Counter(count_refs(checkpoint.queue))
+    for _txn, pointers in checkpoint.takes:
+        recounted.update(p >> 32 for p in pointers)
+    return recounted
+
+
+def check_refcounts(spec: ChannelSpec) -> dg.AssetCheckResult:
+    """``log_refcounts`` in checkpoint.meta equal an offline recount of the same checkpoint."""
+    try:
+        live = load_live_checkpoint(spec.checkpoint_dir)
+    except CheckpointInvalid as err:
+        return dg.AssetCheckResult(passed=False, description=f"checkpoint unreadable: {err}",
+                                   metadata={"checkpoint_dir": spec.checkpoint_dir, "problem": str(err)})
+    if live is None:
+        return dg.AssetCheckResult(passed=True, description="no checkpoint yet: nothing to recount",
+                                   metadata={"checkpoint_dir": spec.checkpoint_dir})
+    meta = live.checkpoint.meta
+    recounted = _recount(live.checkpoint)
+    recorded = {log_id: n for log_id, n in meta.log_refcounts.items() if n}
+    mismatches = {f"log-{i}": {"recorded": recorded.get(i, 0), "recounted": recounted[i]}
+                  for i in sorted(set(recorded) | set(recounted)) if recorded.get(i, 0) != recounted[i]}
+    size = len(live.checkpoint.queue) + sum(len(p) for _t, p in live.checkpoint.takes)
+    passed = not mismatches and size == meta.queue_size
+    return dg.AssetCheckResult(
+        passed=passed,
+        description=("reference counts match a recount of the queue and open takes" if passed else
+                     f"{len(mismatches)} log files disagree, queue_size {meta.queue_size} vs {size} recounted"),
+        metadata={"checkpoint_id": meta.checkpoint_id, "log_files_referenced": len(recorded),
+                  "events_recounted": sum(recounted.values()), "queue_size_recorded": meta.queue_size,
+                  "queue_size_recounted": size, "mismatches": mismatches, "read_attempts": live.attempts})
+
+
+def check_drained_logs_deleted(spec: ChannelSpec, settings: OrchestrationSettings,
+                               now_ns: int | None = None) -> dg.AssetCheckResult:
+    """No segment below the deletion floor survives its checkpoint by more than the grace.
+
+    The floor is the channel's own rule: ``min(checkpoint log id, every segment a queued,
+    in-flight or spilled event points into)``. A drained segment *between* needed ones is kept
+    by design (a full replay of what remains must stay exact) and only reported.
+    """
+    try:
+        live = load_live_checkpoint(spec.checkpoint_dir)
+    except CheckpointInvalid as err:
+        return dg.AssetCheckResult(passed=False, description=f"checkpoint unreadable: {err}",
+                                   metadata={"problem": str(err)})
+    segments = segments_of(ChannelDirs.of(spec.checkpoint_dir, list(spec.data_dirs)))
+    if live is None:
+        return dg.AssetCheckResult(passed=True, description="no checkpoint yet: deletion has not started",
+                                   metadata={"log_files": len(segments)})
+    checkpoint = live.checkpoint
+    needed = {i for i, n in checkpoint.meta.log_refcounts.items() if n} | set(_recount(checkpoint))
+    needed |= {p >> 32 for _t, ptrs in checkpoint.puts for p in ptrs}
+    floor = min([checkpoint.meta.log_id, *needed])
+    below = [(i, path) for i, path in segments if i < floor and os.path.exists(path)]
+    age = ((now_ns or time.time_ns()) - checkpoint.meta.written_unix_ns) / 1e9
+    kept = [f"log-{i}" for i, _p in segments if floor <= i < checkpoint.meta.log_id and i not in needed]
+    metadata: dict[str, Any] = {
+        "checkpoint_id": checkpoint.meta.checkpoint_id, "deletion_floor": f"log-{floor}", "log_files": len(segments),
+        "needed": sorted(f"log-{i}" for i in needed), "orphaned": [path for _i, path in below],
+        "drained_kept_between_needed": kept, "checkpoint_age_seconds": round(age, 1),
+        "grace_seconds": settings.drained_log_grace_seconds}
+    if below and age <= settings.drained_log_grace_seconds:
+        return dg.AssetCheckResult(passed=True, metadata=metadata, description=(
+            f"{len(below)} segments below the floor, but the checkpoint is only {age:.0f} s old: "
+            "deletion may be in progress"))
+    return dg.AssetCheckResult(passed=not below, metadata=metadata, description=(
+        f"{len(below)} drained log files below the deletion floor log-{floor} were not deleted" if below
+        else f"no drained log file below the deletion floor log-{floor}"))
+
+
+def check_checkpoint_fresh(spec: ChannelSpec, settings: OrchestrationSettings,
+                           now_ns: int | None = None) -> dg.AssetCheckResult:
+    """The checkpoint is younger than ``checkpoint_stale_factor`` checkpoint intervals."""
+    try:
+        info = read_checkpoint_meta(spec.checkpoint_dir)
+    except CheckpointInvalid as err:
+        return dg.AssetCheckResult(passed=False, description=f"checkpoint unreadable: {err}",
+                                   metadata={"problem": str(err)})
+    owned, holder = lock_state(spec.checkpoint_dir)
+    if info is None:
+        return dg.AssetCheckResult(passed=not owned, description="no checkpoint.meta" + (
+            " although a process owns the channel" if owned else " (channel never opened)"),
+            metadata={"owned": str(owned), "holder": holder or ""})
+    age = info.age_seconds(now_ns)
+    interval = info.checkpoint_interval_s
+    limit = interval * settings.checkpoint_stale_factor
+    metadata: dict[str, Any] = {
+        "checkpoint_id": info.checkpoint_id, "age_seconds": round(age, 1), "interval_seconds": interval,
+        "stale_after_seconds": limit, "owned": str(owned), "holder": holder or ""}
+    if owned is False and not settings.checkpoint_stale_when_stopped:
+        return dg.AssetCheckResult(passed=True, metadata=metadata, description=(
+            f"no process owns the channel: its checkpoint ({age:.0f} s old) is the one written at close"))
+    if interval <= 0:
+        return dg.AssetCheckResult(passed=True, metadata=metadata,
+                                   description="periodic checkpoints are disabled (checkpoint_interval = 0)")
+    passed = age <= limit
+    return dg.AssetCheckResult(passed=passed, metadata=metadata, description=(
+        f"checkpoint {info.checkpoint_id} is {age:.0f} s old; stale after {limit:.0f} s "
+        f"({settings.checkpoint_stale_factor:g} x interval {interval:g} s)"))
+
+
+def check_backlog(spec: ChannelSpec, settings: OrchestrationSettings) -> dg.AssetCheckResult:
+    """Queued events (in-flight takes and spilled puts included) stay below a fraction of capacity."""
+    try:
+        info = read_checkpoint_meta(spec.checkpoint_dir)
+    except CheckpointInvalid as err:
+        return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.WARN,
+                                   description=f"checkpoint unreadable: {err}", metadata={"problem": str(err)})
+    if info is None:
+        return dg.AssetCheckResult(passed=True, description="no checkpoint yet", severity=dg.AssetCheckSeverity.WARN)
+    used = info.queue_size + info.inflight_puts
+    capacity = info.capacity or spec.capacity
+    fill = used / capacity
+    passed = fill < settings.backlog_warn_fraction
+    return dg.AssetCheckResult(
+        passed=passed, severity=dg.AssetCheckSeverity.WARN,
+        description=f"{used} of {capacity} slots in use ({fill:.1%}; warn at {settings.backlog_warn_fraction:.0%})",
+        metadata={"queued": info.queue_size, "inflight_puts": info.inflight_puts, "capacity": capacity,
+                  "fill_fraction": round(fill, 4), "warn_fraction": settings.backlog_warn_fraction,
+                  "backlog_age_seconds": round(info.backlog_age_seconds(), 1),
+                  "checkpoint_id": info.checkpoint_id})

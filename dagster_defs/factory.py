@@ -1,0 +1,67 @@
+"""Builds the definitions of every configured channel from the settings.
+
+One call per channel produces: the channel's external asset and its four checks, the landing
+asset and its two checks, the hourly curated asset and its check, three jobs (land, curate,
+check), the landing sensor and the drain schedule. :func:`build_definitions` merges them with
+the resources; ``definitions.py`` calls it on the settings in ``conf/``.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from .assets import build_channel_spec, build_curated_asset, build_landing_asset
+from .channels import load_channel_specs
+from .checks import build_channel_checks, build_data_checks
+from .naming import channel_key, checks_job_name, curated_job_name, curated_key, landed_key, landing_job_name
+from .resources import CuratedResource, LandingResource, SparkResource, env_or
+from .sensors import build_drain_schedule, build_landing_sensor
+from .settings import ChannelSpec, OrchestrationSettings, load_orchestration_settings
+
+__all__ = ["build_channel_definitions", "build_definitions", "build_resources", "definitions_from_conf"]
+
+
+def build_channel_definitions(spec: ChannelSpec, settings: OrchestrationSettings) -> dg.Definitions:
+    """Everything Dagster needs for one channel (no resources)."""
+    land_job = dg.define_asset_job(
+        landing_job_name(spec.name), selection=dg.AssetSelection.assets(landed_key(spec.name)),
+        description=f"Land channel {spec.name} (then check the landed table).",
+        tags={"ingest/channel": spec.name, "ingest/landing": spec.name})
+    curate_job = dg.define_asset_job(
+        curated_job_name(spec.name), selection=dg.AssetSelection.assets(curated_key(spec.name)),
+        description=f"Build curated hours of channel {spec.name}.")
+    checks_job = dg.define_asset_job(
+        checks_job_name(spec.name),
+        selection=dg.AssetSelection.checks_for_assets(channel_key(spec.name), landed_key(spec.name),
+                                                      curated_key(spec.name)),
+        description=f"Every on-call check of channel {spec.name} and its tables.")
+    return dg.Definitions(
+        assets=[build_channel_spec(spec), build_landing_asset(spec, settings), build_curated_asset(spec, settings)],
+        asset_checks=[*build_channel_checks(spec, settings), *build_data_checks(spec, settings)],
+        jobs=[land_job, curate_job, checks_job],
+        sensors=[build_landing_sensor(spec, settings, land_job)],
+        schedules=[build_drain_schedule(spec, settings, land_job)])
+
+
+def build_resources(settings: OrchestrationSettings) -> dict[str, dg.ConfigurableResource]:
+    """Resources from ``conf/``; ``INGEST_LANDING_ROOT``, ``INGEST_LANDING_AGENT``,
+    ``INGEST_AGENT_TOKEN``, ``INGEST_SPARK_MASTER`` and ``INGEST_CURATED_ROOT`` (when set) win."""
+    return {
+        "landing": LandingResource(landing_conf=settings.landing_conf, root=env_or("INGEST_LANDING_ROOT", None),
+                                   agent=env_or("INGEST_LANDING_AGENT", None),
+                                   agent_token=env_or("INGEST_AGENT_TOKEN", None)),
+        "spark": SparkResource(landing_conf=settings.landing_conf, master=env_or("INGEST_SPARK_MASTER", None)),
+        "curated": CuratedResource(root=env_or("INGEST_CURATED_ROOT", settings.curated_root)),
+    }
+
+
+def build_definitions(settings: OrchestrationSettings, specs: list[ChannelSpec],
+                      resources: dict[str, dg.ConfigurableResource] | None = None) -> dg.Definitions:
+    per_channel = [build_channel_definitions(spec, settings) for spec in specs]
+    return dg.Definitions.merge(*per_channel, dg.Definitions(resources=resources or build_resources(settings)))
+
+
+def definitions_from_conf() -> dg.Definitions:
+    """The definitions of the configuration in ``INGEST_CONF_DIR`` (default ``conf``)."""
+    settings = load_orchestration_settings()
+    return build_definitions(settings, load_channel_specs(settings.agent_conf))

@@ -1,0 +1,154 @@
+"""Dagster resources wrapping the toolkit, configured from ``conf/`` and the environment.
+
+* :class:`LandingResource`: the landing settings (``conf/landing.toml``: root, batch size,
+  agent address) and how to reach a channel: in-process when ``landing.agent`` is unset,
+  through the agent's gRPC API (a leased remote take) when it is set.
+* :class:`SparkResource`: one Spark session per run process, started on first use and stopped
+  at teardown. A session that already exists in the process (a test fixture, the demo) is
+  reused and left running.
+* :class:`CuratedResource`: where curated tables go.
+
+Values that differ per deployment can come from environment variables as :class:`dagster.EnvVar`
+(shown as such in the UI, resolved when a run starts): see :func:`env_or`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import dagster as dg
+from pydantic import PrivateAttr
+
+from ingest_toolkit.errors import ConfigError
+
+from .settings import ChannelSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ingest_toolkit.land.config import LandingConfig
+    from ingest_toolkit.land.source import TakeSource
+
+__all__ = ["CuratedResource", "LandingResource", "SparkResource", "env_or"]
+
+
+def env_or(name: str, default: str | None) -> Any:
+    """``EnvVar(name)`` when the variable is set where the definitions load, else ``default``.
+
+    The variable's *value* is still read when a run starts (Dagster resolves EnvVar at run
+    time); only the choice between the environment and ``conf/`` is made at load time.
+    """
+    return dg.EnvVar(name) if name in os.environ else default
+
+
+class LandingResource(dg.ConfigurableResource):
+    """Landing settings and access to the channels."""
+
+    landing_conf: str = "conf/landing.toml"
+    root: str | None = None  # overrides [landing] root
+    agent: str | None = None  # overrides [landing] agent ("host:port"): remote takes when set
+    agent_token: str | None = None  # bearer token for the agent (give it as EnvVar)
+
+    def config(self) -> LandingConfig:
+        from ingest_toolkit.land.config import load_landing_config
+
+        overrides = {k: v for k, v in (("root", self.root), ("agent", self.agent)) if v}
+        return load_landing_config(self.landing_conf, **overrides)
+
+    @contextmanager
+    def source(self, spec: ChannelSpec, config: LandingConfig) -> Iterator[TakeSource]:
+        """The channel as a take source, for the duration of the block.
+
+        Remote (``config.agent`` set): a leased take through the agent. In-process: the channel
+        is opened here (taking its lock; an agent holding it makes this fail with a message
+        naming the fix) and closed at the end, which writes a checkpoint.
+        """
+        if config.agent:
+            with self._remote(spec, config) as remote:
+                yield remote
+            return
+        from ingest_toolkit.channel import FileChannel
+        from ingest_toolkit.errors import ChannelLockedError
+        from ingest_toolkit.land.source import InProcessSource
+
+        try:
+            channel = FileChannel(**spec.settings)
+        except ChannelLockedError as err:
+            raise ConfigError(f"channel {spec.name} is owned by another process ({err.holder}): set [landing] "
+                              "agent (or INGEST_LANDING__AGENT) to take through the agent's gRPC API",
+                              key="landing.agent") from err
+        try:
+            yield InProcessSource(channel, spec.name)
+        finally:
+            channel.close()
+
+    def agent_status(self, channel: str, config: LandingConfig) -> dict[str, Any]:
+        """The agent's status of ``channel`` (checkpoint.meta plus live counters)."""
+        from ingest_toolkit.rpc.client import AgentClient
+
+        assert config.agent is not None
+        with AgentClient(config.agent, token=self._token(config)) as client:
+            return client.status(channel)
+
+    def _token(self, config: LandingConfig) -> str | None:
+        if self.agent_token is None and config.agent_token_env:
+            return os.environ.get(config.agent_token_env)
+        return self.agent_token
+
+    @contextmanager
+    def _remote(self, spec: ChannelSpec, config: LandingConfig) -> Iterator[TakeSource]:
+        from ingest_toolkit.rpc.client import AgentClient, RemoteSource
+
+        assert config.agent is not None
+        with AgentClient(config.agent, token=self._token(config)) as client:
+            yield RemoteSource(client, spec.name, config.lease_seconds)
+
+
+class SparkResource(dg.ConfigurableResource):
+    """A Spark session from the ``[spark]`` settings of ``conf/landing.toml``.
+
+    Unlike ``dagster-pyspark``'s resource, the session is stopped at teardown (when this
+    resource started it), so a run process does not keep a JVM alive after its steps.
+    """
+
+    landing_conf: str = "conf/landing.toml"
+    master: str | None = None  # overrides [spark] master
+    remote: str | None = None  # overrides [spark] remote (Spark Connect sc://host:port)
+
+    _session: SparkSession | None = PrivateAttr(default=None)
+    _owned: bool = PrivateAttr(default=False)
+
+    def session(self) -> SparkSession:
+        """The session, started on first call."""
+        if self._session is None:
+            self._session, self._owned = self._start()
+        return self._session
+
+    def _start(self) -> tuple[SparkSession, bool]:
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+
+        from ingest_toolkit.land.config import load_landing_config
+        from ingest_toolkit.land.spark import spark_session
+
+        if SparkContext._active_spark_context is not None:  # a session this process already runs
+            return SparkSession.builder.getOrCreate(), False
+        settings = load_landing_config(self.landing_conf).spark
+        overrides = {k: v for k, v in (("master", self.master), ("remote", self.remote)) if v}
+        if overrides:
+            settings = settings.model_copy(update=overrides)
+        return spark_session(settings), True
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if self._session is not None and self._owned:
+            self._session.stop()
+        self._session = None
+
+
+class CuratedResource(dg.ConfigurableResource):
+    """Where the curated tables are written (a local path or a Hadoop-compatible URI)."""
+
+    root: str = "var/curated"
