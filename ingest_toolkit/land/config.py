@@ -83,6 +83,9 @@ class LandingConfig(BaseModel):
       come from (a ``[channel]`` table, or the ``[channels.<name>]`` tables of the agent's conf).
       ``agent_token_env`` names the environment variable holding the agent's bearer token;
       ``agent_tls_ca`` is the PEM file that turns TLS on for the agent connection.
+    * ``lease_seconds``: lease of a remote take. While the batch is being written the landing
+      renews it every third of its length, for at most ``lease_renewal_max_seconds`` in all
+      (0: never renewed): a landing that hangs still loses its take, one that works does not.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -98,6 +101,7 @@ class LandingConfig(BaseModel):
     agent_token_env: str | None = None
     agent_tls_ca: str | None = None
     lease_seconds: float = Field(600.0, gt=0.0)
+    lease_renewal_max_seconds: float = Field(3600.0, ge=0.0)
     channel_conf: str | None = None
     agent_conf: str | None = "conf/agent.toml"
     spark: SparkSettings = Field(default_factory=SparkSettings)

@@ -22,6 +22,7 @@ never written again.
 from __future__ import annotations
 
 import gc
+import logging
 import re
 import secrets
 import threading
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["LandingResult", "finish_moves", "land_once", "recover_channel_dir"]
+
+log = logging.getLogger(__name__)
 
 STAGING_DIR = "_staging"
 _CHANNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -98,7 +101,7 @@ def land_once(source: TakeSource, config: LandingConfig, spark: SparkSession, *,
         take = run.guard("taking events", lambda: _open_take(source, config.max_events))
     try:
         fault_point("after_take")
-        with _gc_paused():
+        with _gc_paused(), _lease_kept(take, config.lease_renewal_max_seconds):
             written = run.land(take, config, spark)
     except BaseException as err:
         rolled_back = _rollback(take)
@@ -261,6 +264,38 @@ def _gc_paused() -> Iterator[None]:
             _gc_pause["depth"] -= 1
             if _gc_pause["depth"] == 0 and _gc_pause["was_enabled"]:
                 gc.enable()
+
+
+@contextmanager
+def _lease_kept(take: TakeBatch, max_seconds: float) -> Iterator[None]:
+    """Renew a leased take (one with ``extend`` and ``lease_seconds``: a remote take) every third
+    of its lease while the body runs, for at most ``max_seconds`` in all. A renewal that fails
+    (the lease already ran out, the agent is gone) ends the renewals: the take's commit then
+    fails and the batch is redelivered, which the manifests make harmless."""
+    extend = getattr(take, "extend", None)
+    lease = float(getattr(take, "lease_seconds", 0.0) or 0.0)
+    if extend is None or lease <= 0 or max_seconds <= 0:
+        yield
+        return
+    stop = threading.Event()
+    deadline = time.monotonic() + max_seconds
+
+    def renew() -> None:
+        while not stop.wait(lease / 3) and time.monotonic() < deadline:
+            try:
+                extend()
+            except Exception as err:
+                log.warning("renewing the lease of a take failed (%s); its commit will fail and the batch "
+                            "will be delivered again", err)
+                return
+
+    keeper = threading.Thread(target=renew, name="lease-keeper", daemon=True)
+    keeper.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        keeper.join()
 
 
 def _open_take(source: TakeSource, max_events: int) -> TakeBatch:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,4 +62,36 @@ def test_a_failed_remote_landing_rolls_the_take_back(tmp_path: Path, agent: tupl
     assert err.value.rolled_back and len(ch) == 120
     result = land_once(RemoteSource(client, "events", 60.0), landing_config(tmp_path / "landing"), spark)
     assert result.events == 120
+    assert_landed_exactly_once(read_landed(tmp_path / "landing", "events"), expected, ch.channel_id)
+
+
+class _SlowWrite:
+    """A write lock that holds the Spark write back for ``seconds``: a write longer than the lease."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __enter__(self) -> None:
+        time.sleep(self.seconds)
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+@pytest.mark.parametrize("renew", [True, False])
+def test_a_write_longer_than_the_lease_keeps_its_take_while_renewing(
+        tmp_path: Path, agent: tuple[FileChannel, AgentClient], spark: SparkSession, renew: bool) -> None:
+    ch, client = agent
+    expected = put_events(ch, make_events(200))
+    source = RemoteSource(client, "events", lease_seconds=0.6)
+    config = landing_config(tmp_path / "landing", lease_renewal_max_seconds=60.0 if renew else 0.0)
+    if renew:
+        result = land_once(source, config, spark, write_lock=_SlowWrite(2.0))
+        assert result.events == 200 and len(ch) == 0
+    else:  # the agent rolled the take back mid-write: the batch is landed, the commit fails, a retry only commits
+        with pytest.raises(LandingError) as err:
+            land_once(source, config, spark, write_lock=_SlowWrite(2.0))
+        assert err.value.phase == "commit" and len(ch) == 200
+        retry = land_once(source, config, spark)
+        assert retry.events == 0 and retry.redelivered == 200 and len(ch) == 0
     assert_landed_exactly_once(read_landed(tmp_path / "landing", "events"), expected, ch.channel_id)
