@@ -64,7 +64,7 @@ def write_parquet(spark: SparkSession, table: pa.Table, uri: str, config: Landin
     rows = max(1, table.num_rows)
     row_bytes = max(1, table.nbytes // rows)
     frame = spark.createDataFrame(table).coalesce(_tasks(spark, config, table.nbytes))
-    (frame.write.mode("errorifexists")
+    (frame.write.mode("error")
      .option("compression", config.compression)
      .option("maxRecordsPerFile", max(1, config.target_file_bytes // row_bytes))
      .partitionBy(*PARTITION_COLUMNS)
