@@ -143,7 +143,7 @@ class AgentClient:
 
     def stream(self) -> TxnStream:
         """A new ``Transaction`` call (used by :class:`RemoteTransaction`)."""
-        return TxnStream(self._stub, self._metadata)
+        return TxnStream(self._stub, self._metadata, self.timeout)
 
     def transaction(self, channel: str, lease_seconds: float = 0.0) -> RemoteTransaction:
         """A general remote transaction (puts or takes), opened lazily at its first operation."""

@@ -19,7 +19,7 @@ import grpc
 
 from ..channel import Event, TxnState
 from ..errors import ChannelClosedError, IngestError, TransactionError
-from .errors import RemoteError, from_rpc_error, rebuild
+from .errors import AgentUnavailableError, RemoteError, from_rpc_error, rebuild
 from .proto import agent_pb2 as pb
 from .wire import decode_batch, fill_batch
 
@@ -30,11 +30,21 @@ _STATES = {pb.TXN_STATE_OPEN: TxnState.OPEN, pb.TXN_STATE_COMMITTED: TxnState.CO
 
 
 class TxnStream:
-    """A ``Transaction`` call: requests go through a queue, responses are read in order."""
+    """A ``Transaction`` call: requests go through a queue, responses are read in order.
 
-    def __init__(self, stub: Any, metadata: Sequence[tuple[str, str]]) -> None:
+    A reader thread moves responses into a queue so that :meth:`recv` can give up after
+    ``timeout`` seconds: an agent that is alive but stuck (HTTP/2 pings still answered) then
+    costs the caller a clear error instead of a hang, and the call is cancelled, which makes the
+    agent roll the transaction back.
+    """
+
+    def __init__(self, stub: Any, metadata: Sequence[tuple[str, str]], timeout: float | None = None) -> None:
+        self.timeout = timeout
         self._requests: queue.SimpleQueue[pb.TxnRequest | None] = queue.SimpleQueue()
         self._responses: Any = stub.Transaction(iter(self._requests.get, None), metadata=metadata)
+        self._answers: queue.SimpleQueue[pb.TxnResponse | grpc.RpcError | None] = queue.SimpleQueue()
+        threading.Thread(target=_pump, args=(self._responses, self._answers), name="txn-stream-reader",
+                         daemon=True).start()
         # A transaction dropped without commit or rollback must not leave gRPC's request-feeding
         # thread blocked on the queue forever (the agent rolls back when its lease runs out).
         weakref.finalize(self, self._requests.put, None)
@@ -45,17 +55,32 @@ class TxnStream:
     def recv(self, what: str) -> pb.TxnResponse:
         """The next response; a broken call raises the toolkit error it stands for."""
         try:
-            response: pb.TxnResponse = next(self._responses)
-        except StopIteration:
-            raise RemoteError(f"{what}: the agent ended the transaction stream unexpectedly") from None
-        except grpc.RpcError as err:
-            raise from_rpc_error(err, what=what) from None
-        return response
+            answer = self._answers.get(timeout=self.timeout)
+        except queue.Empty:
+            self.close()
+            raise AgentUnavailableError(f"{what}: no answer from the agent within {self.timeout:g} s; the call "
+                                        "was cancelled (the agent rolls an open transaction back)") from None
+        if answer is None:
+            raise RemoteError(f"{what}: the agent ended the transaction stream unexpectedly")
+        if isinstance(answer, grpc.RpcError):
+            raise from_rpc_error(answer, what=what)
+        return answer
 
     def close(self) -> None:
         """Half-close, and cancel the call if the agent has not ended it (it then rolls back)."""
         self._requests.put(None)
         self._responses.cancel()
+
+
+def _pump(responses: Any, answers: queue.SimpleQueue[pb.TxnResponse | grpc.RpcError | None]) -> None:
+    """Move the call's responses into ``answers``; None marks the end of the stream."""
+    try:
+        for response in responses:
+            answers.put(response)
+    except grpc.RpcError as err:
+        answers.put(err)
+        return
+    answers.put(None)
 
 
 class RemoteTransaction:

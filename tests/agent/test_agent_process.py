@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest_toolkit.channel import Event
+from ingest_toolkit.channel import Event, TxnState
 from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
 from ingest_toolkit.rpc.client import AgentClient
 from ingest_toolkit.rpc.errors import AgentUnavailableError, AuthenticationError, UnknownChannelError
@@ -189,6 +189,35 @@ def test_sigterm_rolls_back_an_open_remote_take(tmp_path: Path) -> None:
         agent.proc.send_signal(signal.SIGINT)
         assert agent.wait() == 0, agent.log()
         assert time.monotonic() - started < 10
+    assert [e.body for e in drain(setup.channel_settings())] == [f"e{i}".encode() for i in range(20)]
+
+
+def test_a_frozen_agent_times_the_taker_out_and_rolls_its_take_back(tmp_path: Path) -> None:
+    """SIGSTOP freezes the agent (HTTP/2 pings go unanswered too, but only after 30 s): the
+    client's per-answer timeout ends the wait; once the agent runs again it sees the cancelled
+    call and rolls the take back."""
+    setup = AgentSetup(tmp_path)
+    agent = AgentProcess(setup).wait_ready()
+    with AgentClient(agent.grpc_address, timeout=1.5) as client:
+        client.put([Event(f"e{i}".encode(), {}) for i in range(20)], channel="events")
+        take = client.open_take("events", 10, lease_seconds=300)
+        agent.proc.send_signal(signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            with pytest.raises(AgentUnavailableError, match="no answer from the agent within 1.5 s"):
+                take.commit()
+            assert 1.4 < time.monotonic() - started < 10
+            assert take.state is TxnState.UNKNOWN  # a commit without an answer may or may not have happened
+        finally:
+            agent.proc.send_signal(signal.SIGCONT)
+        deadline = time.monotonic() + 10
+        while (taken := client.open_take("events", 20, lease_seconds=30)).events[0].body != b"e0":
+            taken.rollback()  # the old take still holds e0..e9: the agent has not seen the cancel yet
+            assert time.monotonic() < deadline, "the frozen take was never rolled back"
+            time.sleep(0.05)
+        assert [e.body for e in taken.events] == [f"e{i}".encode() for i in range(20)]
+        taken.rollback()
+    assert agent.terminate() == 0
     assert [e.body for e in drain(setup.channel_settings())] == [f"e{i}".encode() for i in range(20)]
 
 
