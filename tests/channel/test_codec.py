@@ -35,6 +35,30 @@ def test_decode_put_falls_back_for_foreign_encodings() -> None:
     assert event.body == b"x" and event.headers == {"a": "b"}
 
 
+@pytest.mark.parametrize("hdrs", [
+    {"timestamp": "1763900000123", "host": "10.0.0.12"},
+    {"": "", "k": ""},                                    # empty strings are still entries
+    {"long": "v" * 128, "short": "s"},                    # > 127 bytes: protobuf writes it
+    {"k" * 200: "x"},
+    {"ключ": "значение ✓"},                                 # multi-byte UTF-8
+])
+def test_put_with_headers_decodes_like_protobuf(hdrs: dict[str, str]) -> None:
+    for body in (b"", b"b", b"x" * 300, b"y" * 20_000):
+        payload = encode_put(body, hdrs)
+        assert pb.Put.FromString(payload) == pb.Put(body=body, headers=hdrs)
+        event = decode_put(memoryview(payload), 7)
+        assert (event.body, dict(event.headers)) == (body, hdrs)
+
+
+def test_put_with_invalid_headers_fails_as_protobuf_does() -> None:
+    for bad in ({"k": 1}, {2: "v"}, {"k": "\ud800"}):
+        with pytest.raises(Exception) as ours:
+            encode_put(b"x", bad)  # type: ignore[arg-type]
+        with pytest.raises(Exception) as theirs:
+            pb.Put(body=b"x", headers=bad).SerializeToString()  # type: ignore[arg-type]
+        assert type(ours.value) is type(theirs.value)
+
+
 @given(st.lists(st.integers(min_value=0, max_value=2**64 - 1), max_size=300))
 def test_take_pointers_round_trip(pointers: list[int]) -> None:
     assert decode_take(encode_take(pointers)) == pointers
