@@ -60,8 +60,9 @@ class EventReader:
         append = out.append
         for k in range(i, j):
             # Hot path, inlined: validate the frame (magic, type, length, CRC32C over the whole
-            # frame) and slice a header-less body straight out of the buffer. Anything unusual
-            # goes to _decode_slow, which gives the exact error or decodes headers.
+            # frame) and slice a header-less body straight out of the buffer; a valid frame with
+            # headers is decoded by protobuf. A frame that fails any check goes to _decode_slow,
+            # which gives the exact error.
             pos = (pointers[k] & _MASK) - start
             if pos + _OVERHEAD <= size:
                 magic, ftype, flags, length, _txn, seq = _unpack_header(buf, pos)
@@ -79,6 +80,8 @@ class EventReader:
                         if body + n == end:
                             append(Event(buf[body:end], {}, seq))
                             continue
+                    append(decode_put(view[pos + _HEAD : end], seq))  # a valid frame with headers
+                    continue
             append(_decode_slow(file.path, buf, view, pos, start))
 
     def _file(self, log_id: int) -> File:
