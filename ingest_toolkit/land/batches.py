@@ -108,10 +108,18 @@ def build_table(events: Sequence[Event], *, channel_id: bytes, batch_id: str, in
         _header_map(headers),
         pa.array([e.body for e in events], pa.binary()),
         seqs,
-        pc.strftime(event_time, format="%Y-%m-%d"),
-        pc.strftime(event_time, format="%H"),
+        *_partition_columns(event_time),
     ]
     return pa.Table.from_arrays(columns, schema=LANDED_SCHEMA)
+
+
+def _partition_columns(event_time: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """``event_date`` and ``event_hour`` (UTC) of every row. A batch spans few distinct hours:
+    format each distinct hour once and spread the strings by index (``strftime`` over every row
+    costs about 10x more)."""
+    hours = pc.dictionary_encode(pc.floor_temporal(event_time, unit="hour"))
+    return (pc.take(pc.strftime(hours.dictionary, format="%Y-%m-%d"), hours.indices),
+            pc.take(pc.strftime(hours.dictionary, format="%H"), hours.indices))
 
 
 def _event_micros(headers: list[Mapping[str, str]], ingest_us: pa.Scalar) -> pa.Array:

@@ -11,7 +11,10 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ingest_toolkit.channel import Event, FileChannel
 from ingest_toolkit.errors import ConfigError, IngestError
@@ -63,6 +66,15 @@ def test_build_table_columns_event_time_and_partitions() -> None:
     assert {r["batch_id"] for r in rows} == {"b1"}
     assert rows[2]["ingest_time"] == rows[2]["event_time"]
     assert table.schema.field("headers").type == pa.map_(pa.string(), pa.string())
+
+
+@given(st.lists(st.integers(min_value=-(10**13), max_value=10**14), min_size=1, max_size=200))
+def test_partition_columns_match_formatting_every_row(millis: list[int]) -> None:
+    events = [Event(b"x", {"timestamp": str(m)} if m >= 0 else {}, seq=i) for i, m in enumerate(millis)]
+    table = build_table(events, channel_id=CID, batch_id="b", ingest_time_us=-123_456_789_000)  # before 1970
+    times = table.column("event_time")
+    assert table.column("event_date").to_pylist() == pc.strftime(times, format="%Y-%m-%d").to_pylist()
+    assert table.column("event_hour").to_pylist() == pc.strftime(times, format="%H").to_pylist()
 
 
 def test_seq_ranges_merge_gaps_order_and_duplicates() -> None:
