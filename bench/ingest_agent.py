@@ -18,7 +18,10 @@ Per repeat, in this order (so that disk-speed drift hits every row alike):
    connection, POST ``text/plain`` bodies (one event per line) with an ``X-Batch-Id`` header.
 
 Events/s is events acknowledged / wall time of the phase. The ratios divide by the in-process
-rate of the same repeat; each printed figure is the median over repeats. Channel settings are the
+rate of the same repeat; each printed figure is the median over repeats. Each phase also prints
+the CPU it used, in cores (CPU seconds / wall seconds): of this process (the in-process channel,
+or the clients), and of the agent (``/proc/<pid>/stat``). An agent near 1.0 core is bound by the
+GIL of its one Python process. Channel settings are the
 defaults (``durability="fsync"``) except for sizes and ``min_free_bytes``. Everything lives in a
 temporary directory that is removed at the end.
 """
@@ -39,7 +42,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -61,18 +65,27 @@ def main() -> None:
     print(f"{args.events:,} events/measurement, {args.event_size} B bodies, batches of {args.batch_size}, "
           f"{args.clients} concurrent clients, {args.repeats} repeats\n")
     rows: dict[str, list[float]] = {"in-process": [], "grpc": [], "http": []}
+    cores: dict[str, list[tuple[float, float]]] = {name: [] for name in rows}
     try:
         for repeat in range(args.repeats):
-            rows["in-process"].append(_in_process(root / f"inproc-{repeat}", args))
+            with _cpu(None) as used:
+                rows["in-process"].append(_in_process(root / f"inproc-{repeat}", args))
+            cores["in-process"].append(used())
             agent = _Agent(root / f"agent-{repeat}", args)
             try:
-                rows["grpc"].append(_run_clients(args, lambda i, a=agent: _grpc_client(a, i, args)))  # type: ignore[misc]
-                rows["http"].append(_run_clients(args, lambda i, a=agent: _http_client(a, i, args)))  # type: ignore[misc]
+                with _cpu(agent.proc.pid) as used:
+                    rows["grpc"].append(_run_clients(args, lambda i, a=agent: _grpc_client(a, i, args)))  # type: ignore[misc]
+                cores["grpc"].append(used())
+                with _cpu(agent.proc.pid) as used:
+                    rows["http"].append(_run_clients(args, lambda i, a=agent: _http_client(a, i, args)))  # type: ignore[misc]
+                cores["http"].append(used())
             finally:
                 agent.stop()
                 for leftover in root.iterdir():  # keeps disk use to one repeat's data
                     shutil.rmtree(leftover, ignore_errors=True)
-            print(f"repeat {repeat + 1}: " + ", ".join(f"{k} {v[-1]:,.0f} ev/s" for k, v in rows.items()))
+            print(f"repeat {repeat + 1}: " + ", ".join(
+                f"{k} {v[-1]:,.0f} ev/s (cores: this process {cores[k][-1][0]:.2f}"
+                + (f", agent {cores[k][-1][1]:.2f})" if k != "in-process" else ")") for k, v in rows.items()))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     _report(rows, args)
@@ -92,6 +105,27 @@ def _parse() -> argparse.Namespace:
     if args.quick:
         args.events, args.repeats = 40_000, 1
     return args
+
+
+@contextmanager
+def _cpu(agent_pid: int | None) -> Iterator[Callable[[], tuple[float, float]]]:
+    """Cores used during the block: (this process, the agent); read after the block ends."""
+    figures: list[float] = []
+    own, agent, wall = time.process_time(), _process_cpu(agent_pid), time.perf_counter()
+    yield lambda: (figures[0], figures[1])
+    seconds = time.perf_counter() - wall
+    figures[:] = [(time.process_time() - own) / seconds, (_process_cpu(agent_pid) - agent) / seconds]
+
+
+def _process_cpu(pid: int | None) -> float:
+    """CPU seconds (user + system) of ``pid`` so far; 0 without one or without /proc."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def _batches_of(client: int, args: argparse.Namespace) -> range:
