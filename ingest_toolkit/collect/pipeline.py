@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from ..errors import ConfigError, IngestError
 from .interceptors import Interceptor
 from .selectors import Route, Selector
 
-__all__ = ["MAX_BATCH_ID_BYTES", "BatchIdError", "Pipeline", "PutResult", "check_batch_id"]
+__all__ = ["MAX_BATCH_ID_BYTES", "BatchIdError", "Pipeline", "PutResult", "check_batch_id", "hold_batch_id"]
 
 log = logging.getLogger("ingest_toolkit.collect.pipeline")
 
@@ -77,6 +77,12 @@ class _TagLocks:
 _TAG_LOCKS = _TagLocks()
 
 
+def hold_batch_id(batch_id: str) -> AbstractContextManager[None]:
+    """The process-wide lock of ``batch_id``: hold it from the ``find_tag`` check to the commit,
+    so that two concurrent retries of one batch cannot both store it."""
+    return _TAG_LOCKS.hold(batch_id)
+
+
 class Pipeline:
     """Interceptors, then the selector, then one put transaction per target channel."""
 
@@ -106,7 +112,7 @@ class Pipeline:
         routes = self._routes(batch, channel)
         if batch_id is None:
             return self._commit(routes, None, len(batch))
-        with _TAG_LOCKS.hold(batch_id):
+        with hold_batch_id(batch_id):
             return self._commit(routes, batch_id, len(batch))
 
     def stats(self) -> dict[str, Any]:

@@ -7,11 +7,10 @@ handler returned, i.e. after the commit.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 
 from ..channel import Event, FileChannel
-from ..collect.pipeline import PutResult
+from ..collect.pipeline import PutResult, hold_batch_id
 from .errors import InvalidRequestError, UnknownChannelError
 
 __all__ = ["PutHandler", "PutResult", "channel_put_handler"]
@@ -29,10 +28,10 @@ def channel_put_handler(channels: Mapping[str, FileChannel], *, default: str | N
     """A handler that puts each batch into the named channel in one transaction.
 
     ``default`` names the channel for requests without one. Batch ids are deduplicated with the
-    channel's commit tags: one lock per batch id makes the check and the commit atomic, so two
-    concurrent retries of one batch cannot both commit.
+    channel's commit tags: the process-wide lock of the batch id (the one pipelines use too)
+    makes the check and the commit atomic, so two concurrent retries of one batch cannot both
+    commit.
     """
-    tag_locks = _TagLocks()
 
     def handle(name: str | None, events: list[Event], batch_id: str | None) -> PutResult:
         target = name or default
@@ -45,7 +44,7 @@ def channel_put_handler(channels: Mapping[str, FileChannel], *, default: str | N
             with channel.transaction() as tx:
                 tx.put_many(events)
             return PutResult(len(events), False, (target,))
-        with tag_locks.hold(batch_id):
+        with hold_batch_id(batch_id):
             if channel.find_tag(batch_id) is not None:
                 return PutResult(0, True, (target,))
             with channel.transaction(tag=batch_id) as tx:
@@ -54,39 +53,3 @@ def channel_put_handler(channels: Mapping[str, FileChannel], *, default: str | N
 
     return handle
 
-
-class _TagLocks:
-    """A lock per batch id, kept only while some thread holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._locks: dict[str, tuple[threading.Lock, int]] = {}
-
-    def hold(self, tag: str) -> _Held:
-        return _Held(self, tag)
-
-    def acquire(self, tag: str) -> None:
-        with self._guard:
-            lock, users = self._locks.get(tag, (threading.Lock(), 0))
-            self._locks[tag] = (lock, users + 1)
-        lock.acquire()
-
-    def release(self, tag: str) -> None:
-        with self._guard:
-            lock, users = self._locks[tag]
-            if users == 1:
-                del self._locks[tag]
-            else:
-                self._locks[tag] = (lock, users - 1)
-        lock.release()
-
-
-class _Held:
-    def __init__(self, locks: _TagLocks, tag: str) -> None:
-        self._locks, self._tag = locks, tag
-
-    def __enter__(self) -> None:
-        self._locks.acquire(self._tag)
-
-    def __exit__(self, *exc: object) -> None:
-        self._locks.release(self._tag)

@@ -198,19 +198,19 @@ def test_a_frozen_agent_times_the_taker_out_and_rolls_its_take_back(tmp_path: Pa
     call and rolls the take back."""
     setup = AgentSetup(tmp_path)
     agent = AgentProcess(setup).wait_ready()
-    with AgentClient(agent.grpc_address, timeout=1.5) as client:
+    with AgentClient(agent.grpc_address) as client, AgentClient(agent.grpc_address, timeout=3.0) as impatient:
         client.put([Event(f"e{i}".encode(), {}) for i in range(20)], channel="events")
-        take = client.open_take("events", 10, lease_seconds=300)
+        take = impatient.open_take("events", 10, lease_seconds=300)
         agent.proc.send_signal(signal.SIGSTOP)
         try:
             started = time.monotonic()
-            with pytest.raises(AgentUnavailableError, match="no answer from the agent within 1.5 s"):
+            with pytest.raises(AgentUnavailableError, match="no answer from the agent within 3 s"):
                 take.commit()
-            assert 1.4 < time.monotonic() - started < 10
+            assert 2.9 < time.monotonic() - started < 20
             assert take.state is TxnState.UNKNOWN  # a commit without an answer may or may not have happened
         finally:
             agent.proc.send_signal(signal.SIGCONT)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 20
         while (taken := client.open_take("events", 20, lease_seconds=30)).events[0].body != b"e0":
             taken.rollback()  # the old take still holds e0..e9: the agent has not seen the cancel yet
             assert time.monotonic() < deadline, "the frozen take was never rolled back"

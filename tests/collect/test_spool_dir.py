@@ -93,7 +93,7 @@ def test_stop_midway_and_resume_with_a_new_instance(tmp_path: Path, make_channel
 
     first.crash_hook = stop_after_three
     first.start()
-    wait_for(lambda: first._thread is None)
+    wait_for(lambda: not first.stats()["running"])
     assert first.stats()["batches"] == 3
     second = make_source(tmp_path, ch, batch_size=7, file_header="file")  # a different batch size is fine
     second.poll()

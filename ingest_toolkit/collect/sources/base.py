@@ -23,7 +23,7 @@ from ..pipeline import MAX_BATCH_ID_BYTES, Pipeline, PutResult
 from ..selectors import ReplicatingSelectorSettings, SelectorSettings
 
 __all__ = ["Counters", "Source", "SourceSettings", "SourceStateError", "SourceStopped",
-           "make_batch_id", "put_until_committed", "run_worker"]
+           "PollingWorker", "make_batch_id", "put_until_committed", "run_worker"]
 
 
 class Source(Protocol):
@@ -124,3 +124,41 @@ def run_worker(name: str, step: Callable[[], bool], *, stop: threading.Event, po
                 return
         if not busy and stop.wait(poll_interval):
             return
+
+
+class PollingWorker:
+    """The one thread of a polling source: :func:`run_worker` over ``step`` until stopped.
+
+    ``stop_event`` is what the source's own waits (``put_until_committed``) watch, so a stop
+    also interrupts a batch that is backing off.
+    """
+
+    def __init__(self, name: str, step: Callable[[], bool], *, poll_interval: float, log: logging.Logger,
+                 counters: Counters) -> None:
+        self.name, self._step, self._poll_interval, self._log, self._counters = name, step, poll_interval, log, counters
+        self.stop_event = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        self.stop_event.clear()
+        self._thread = threading.Thread(target=run_worker, name=f"source-{self.name}", daemon=True,
+                                        args=(self.name, self._step), kwargs={
+                                            "stop": self.stop_event, "poll_interval": self._poll_interval,
+                                            "log": self._log, "counters": self._counters})
+        self._thread.start()
+
+    def stop(self, timeout: float) -> bool:
+        """Stop and join; False (logged) when the thread is still busy after ``timeout``: the
+        caller must then leave the resources the thread uses open."""
+        self.stop_event.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                self._log.warning("source %s did not stop within %.1fs", self.name, timeout)
+                return False
+            self._thread = None
+        return True

@@ -20,7 +20,6 @@ import logging
 import os
 import re
 import stat
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any
 from ...channel import Event
 from ...errors import ConfigError
 from ..pipeline import Pipeline
-from .base import Counters, SourceStopped, make_batch_id, put_until_committed, run_worker
+from .base import Counters, PollingWorker, SourceStopped, make_batch_id, put_until_committed
 from .files import FileIdentity, RefusedFileError, open_dir, open_nofollow, read_range
 from .lines import ChunkSplitter, LineSplitter, Oversized, OversizedLineError, Piece, longest_line
 from .spool_settings import SpoolDirSettings
@@ -53,8 +52,6 @@ class SpoolDirSource:
         self.name, self.settings, self.pipeline = name, settings, pipeline
         self._state = StateFile(Path(state_dir) / "spool_dir.json")
         self._doc: dict[str, Any] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._dir_fd = -1
         self._ignore = re.compile(settings.ignore_pattern) if settings.ignore_pattern else None
         self._suffixes = (*settings.ignore_suffixes, settings.completed_suffix, settings.failed_suffix)
@@ -67,31 +64,24 @@ class SpoolDirSource:
                                  "files_completed", "files_failed", "files_skipped", "files_refused",
                                  "files_modified", "oversized", "decode_replaced")
         self.crash_hook: Callable[[str], None] | None = None  # tests: fault injection points
+        self._worker = PollingWorker(name, self.poll, poll_interval=settings.poll_interval, log=log,
+                                     counters=self.counters)
+        self._stop = self._worker.stop_event  # watched by the backoff waits of a batch
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
         self._open()
-        self._stop.clear()
-        self._thread = threading.Thread(target=run_worker, name=f"source-{self.name}", daemon=True,
-                                        args=(self.name, self.poll), kwargs={
-                                            "stop": self._stop, "poll_interval": self.settings.poll_interval,
-                                            "log": log, "counters": self.counters})
-        self._thread.start()
+        self._worker.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                log.warning("source %s did not stop within %.1fs", self.name, timeout)
-                return
-            self._thread = None
+        if not self._worker.stop(timeout):
+            return
         if self._dir_fd >= 0:
             os.close(self._dir_fd)
             self._dir_fd = -1
 
     def stats(self) -> dict[str, Any]:
-        return {**self.counters.snapshot(), "pending_files": self._backlog,
+        return {**self.counters.snapshot(), "running": self._worker.running, "pending_files": self._backlog,
                 "current_file": self._doc.get("file"), "position_writes": self._state.writes}
 
     def _open(self) -> None:

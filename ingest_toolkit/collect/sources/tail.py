@@ -23,7 +23,6 @@ import itertools
 import logging
 import os
 import stat
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -35,7 +34,7 @@ from pydantic import Field
 
 from ...channel import Event
 from ..pipeline import Pipeline
-from .base import Counters, SourceSettings, SourceStopped, make_batch_id, put_until_committed, run_worker
+from .base import Counters, PollingWorker, SourceSettings, SourceStopped, make_batch_id, put_until_committed
 from .files import RefusedFileError, open_nofollow, read_range
 from .lines import LineSplitter, Oversized, OversizedLineError
 from .tracker import StateFile
@@ -104,30 +103,21 @@ class TailSource:
         self._order = itertools.count()
         self._refused: set[str] = set()
         self._first_run = False
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.counters = Counters("events", "batches", "bytes", "duplicates", "retries", "errors",
                                  "rotations", "truncations", "files_refused", "oversized")
         self.crash_hook: Callable[[str], None] | None = None
+        self._worker = PollingWorker(name, self.poll, poll_interval=settings.poll_interval, log=log,
+                                     counters=self.counters)
+        self._stop = self._worker.stop_event  # watched by the backoff waits of a batch
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
         self._load()
-        self._stop.clear()
-        self._thread = threading.Thread(target=run_worker, name=f"source-{self.name}", daemon=True,
-                                        args=(self.name, self.poll), kwargs={
-                                            "stop": self._stop, "poll_interval": self.settings.poll_interval,
-                                            "log": log, "counters": self.counters})
-        self._thread.start()
+        self._worker.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                log.warning("source %s did not stop within %.1fs", self.name, timeout)
-                return
-            self._thread = None
+        if not self._worker.stop(timeout):
+            return
         for f in self._files.values():
             os.close(f.fd)
         self._files.clear()
@@ -140,7 +130,8 @@ class TailSource:
                 lag += max(os.fstat(f.fd).st_size - f.offset, 0)
             except OSError:
                 pass
-        return {**self.counters.snapshot(), "files": len(self._files), "lag_bytes": lag,
+        return {**self.counters.snapshot(), "running": self._worker.running, "files": len(self._files),
+                "lag_bytes": lag,
                 "position_writes": self._state.writes}
 
     def _load(self) -> None:
