@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ingest_toolkit.errors import ConfigError
-from ingest_toolkit.settings import load_table
+from ingest_toolkit.settings import env_overrides, load_table, validation_problems
 
 __all__ = ["ChannelSpec", "OrchestrationSettings", "conf_dir", "load_orchestration_settings"]
 
@@ -90,12 +90,10 @@ def load_orchestration_settings(path: Path | None = None) -> OrchestrationSettin
     if path.exists():
         values = load_table(path, "dagster")
     else:
-        values = {key[len("INGEST_DAGSTER__"):].lower(): raw for key, raw in os.environ.items()
-                  if key.startswith("INGEST_DAGSTER__")}
+        values = env_overrides("dagster")
     defaults_from_dir = {"agent_conf": str(conf_dir() / "agent.toml"), "landing_conf": str(conf_dir() / "landing.toml")}
     try:
         return OrchestrationSettings(**{**defaults_from_dir, **values})
     except ValidationError as err:
-        first = err.errors()[0]
-        key = "dagster." + ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"invalid [dagster] settings in {path}: {key}: {first['msg']}", key=key) from None
+        key, msg = validation_problems(err)[0]
+        raise ConfigError(f"invalid [dagster] settings in {path}: dagster.{key}: {msg}", key=f"dagster.{key}") from None

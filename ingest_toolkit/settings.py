@@ -12,9 +12,11 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from .errors import ConfigError
 
-__all__ = ["load_channel_settings", "load_table"]
+__all__ = ["env_overrides", "load_channel_settings", "load_table", "validation_problems"]
 
 
 def load_table(path: Path, table: str) -> dict[str, Any]:
@@ -28,14 +30,15 @@ def load_table(path: Path, table: str) -> dict[str, Any]:
     values = document.get(table)
     if not isinstance(values, dict):
         raise ConfigError(f"{path} has no [{table}] table", key=table)
-    return {**values, **_env_overrides(table)}
+    return {**values, **env_overrides(table)}
 
 
 def load_channel_settings(path: Path) -> dict[str, Any]:
     return load_table(path, "channel")
 
 
-def _env_overrides(table: str) -> dict[str, Any]:
+def env_overrides(table: str) -> dict[str, Any]:
+    """The ``INGEST_<TABLE>__<KEY>`` variables as ``{key: value}`` (``*dirs`` keys split on commas)."""
     prefix = f"INGEST_{table.upper()}__"
     found: dict[str, Any] = {}
     for name, raw in os.environ.items():
@@ -43,3 +46,9 @@ def _env_overrides(table: str) -> dict[str, Any]:
             key = name[len(prefix):].lower()
             found[key] = raw.split(",") if key.endswith("dirs") else raw
     return found
+
+
+def validation_problems(err: ValidationError) -> list[tuple[str, str]]:
+    """``(dotted key path, message)`` of every problem pydantic found, without its "Value error, "
+    prefix; the path is empty for a problem of the whole table."""
+    return [(".".join(str(part) for part in e["loc"]), e["msg"].removeprefix("Value error, ")) for e in err.errors()]

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from ..errors import ConfigError
+from ..settings import validation_problems
 from . import format as fmt
 
 __all__ = ["ChannelConfig", "Durability"]
@@ -81,9 +82,6 @@ class ChannelConfig(BaseModel):
         try:
             return cls(**values)
         except ValidationError as err:
-            first = err.errors()[0]
-            key = ".".join(str(part) for part in first["loc"]) or "channel"
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'channel'}: {e['msg'].removeprefix('Value error, ')}"
-                for e in err.errors())
-            raise ConfigError(f"invalid channel configuration: {problems}", key=key) from None
+            problems = [(key or "channel", msg) for key, msg in validation_problems(err)]
+            raise ConfigError(f"invalid channel configuration: {'; '.join(f'{k}: {m}' for k, m in problems)}",
+                              key=problems[0][0]) from None

@@ -8,14 +8,13 @@ either table can be overridden from the environment (``INGEST_LANDING__ROOT=hdfs
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import ConfigError
-from ..settings import load_table
+from ..settings import env_overrides, load_table, validation_problems
 
 __all__ = ["LandingConfig", "SparkSettings", "load_landing_config", "root_uri"]
 
@@ -119,12 +118,10 @@ class LandingConfig(BaseModel):
         try:
             return cls(**values)
         except ValidationError as err:
-            first = err.errors()[0]
-            path = [str(p) for p in first["loc"]]
-            table = "" if path and path[0] == "spark" else "landing."
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
-                                 for e in err.errors())
-            raise ConfigError(f"invalid landing configuration: {problems}", key=table + ".".join(path)) from None
+            problems = validation_problems(err)
+            first = problems[0][0]
+            raise ConfigError(f"invalid landing configuration: {'; '.join(f'{k}: {m}' for k, m in problems)}",
+                              key=first if first.startswith("spark") else f"landing.{first}") from None
 
 
 def root_uri(value: str) -> str:
@@ -143,11 +140,5 @@ def load_landing_config(path: Path | str, **overrides: Any) -> LandingConfig:
     except ConfigError as err:
         if err.key != "spark" or not path.exists():
             raise
-        spark = _spark_env()
+        spark = env_overrides("spark")  # no [spark] table: the environment alone
     return LandingConfig.build(**{**values, **overrides, "spark": spark})
-
-
-def _spark_env() -> dict[str, Any]:
-    """``INGEST_SPARK__<KEY>`` overrides when the file has no ``[spark]`` table."""
-    prefix = "INGEST_SPARK__"
-    return {name[len(prefix):].lower(): raw for name, raw in os.environ.items() if name.startswith(prefix)}

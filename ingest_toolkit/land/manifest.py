@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,15 +107,14 @@ def load_manifest(storage: Storage, channel: str, name: str) -> Manifest:
     return Manifest.from_json(json.loads(storage.read_bytes(f"{channel}/{MANIFEST_DIR}/{name}")))
 
 
-def landed_ranges(storage: Storage, channel: str, channel_id: bytes, lo: int, hi: int,
-                  names: Sequence[str] | None = None) -> list[tuple[int, int]]:
+def landed_ranges(storage: Storage, channel: str, channel_id: bytes, lo: int, hi: int) -> list[tuple[int, int]]:
     """Seq ranges of ``channel_id`` that manifests record as landed, within ``[lo, hi]``.
 
     Only manifests whose name's seq span overlaps ``[lo, hi]`` are opened.
     """
     wanted = channel_id.hex()
     found: list[tuple[int, int]] = []
-    for name in list_manifest_names(storage, channel) if names is None else names:
+    for name in list_manifest_names(storage, channel):
         match = _NAME.match(name)
         if match is None or int(match.group(2)) < lo or int(match.group(1)) > hi:
             continue

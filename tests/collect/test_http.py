@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import base64
-import datetime
 import http.client
-import ipaddress
 import json
 import logging
 import socket
@@ -23,6 +21,7 @@ from ingest_toolkit.collect.pipeline import Pipeline
 from ingest_toolkit.collect.selectors import ReplicatingSelector
 from ingest_toolkit.collect.sources import HttpSettings, HttpSource, build_source
 from ingest_toolkit.errors import ConfigError
+from tests.certs import self_signed
 
 from .conftest import ChannelFactory, bodies, channel_settings, drain
 
@@ -150,31 +149,8 @@ def test_bearer_token(tmp_path: Path, make_channel: ChannelFactory, monkeypatch:
         start(tmp_path, {"ch": ch}, security={"token_env": "TEST_HTTP_TOKEN"})
 
 
-def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return cert_file, key_file
-
-
 def test_tls_with_a_self_signed_certificate(tmp_path: Path, make_channel: ChannelFactory) -> None:
-    cert_file, key_file = _self_signed(tmp_path)
+    cert_file, key_file = self_signed(tmp_path)
     ch = make_channel()
     source = start(tmp_path, {"ch": ch}, security={"tls": {"cert_file": cert_file, "key_file": key_file}})
     try:

@@ -13,7 +13,7 @@ from ingest_toolkit.rpc import AgentClient, AgentUnavailableError, Authenticatio
 from ingest_toolkit.rpc.proto import agent_pb2 as pb
 from ingest_toolkit.rpc.proto import agent_pb2_grpc as pb_grpc
 from ingest_toolkit.security import TlsSettings
-from tests.rpc.certs import self_signed
+from tests.certs import self_signed
 from tests.rpc.conftest import StartAgent
 
 TOKEN = "s3cret-token-value"
