@@ -50,7 +50,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import psutil  # type: ignore[import-untyped]
+import psutil
 
 from ingest_toolkit.channel import Event, FileChannel
 

@@ -56,7 +56,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import crc32c as crc32c_module
-import psutil  # type: ignore[import-untyped]
+import psutil
 from crc32c import crc32c
 
 from ingest_toolkit.channel import ChannelConfig, Event, FileChannel

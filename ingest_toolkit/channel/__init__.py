@@ -8,10 +8,10 @@
 from __future__ import annotations
 
 from .channel import FileChannel
-from .codec import Event
+from .codec import Event, EventColumns
 from .config import ChannelConfig
 from .tags import InvalidTagError, TagRecord
 from .transaction import Transaction, TxnKind, TxnState
 
-__all__ = ["ChannelConfig", "Event", "FileChannel", "InvalidTagError", "TagRecord", "Transaction", "TxnKind",
-           "TxnState"]
+__all__ = ["ChannelConfig", "Event", "EventColumns", "FileChannel", "InvalidTagError", "TagRecord", "Transaction",
+           "TxnKind", "TxnState"]

@@ -35,7 +35,7 @@ from ..errors import (
 from . import format as fmt
 from .checkpoint import Snapshot
 from .checkpointer import Checkpointer, CheckpointResult
-from .codec import TXN_PUT, Event, encode_rollback
+from .codec import TXN_PUT, EventColumns, encode_rollback
 from .config import ChannelConfig
 from .format import FrameType
 from .fs import FileSystem, OsFileSystem
@@ -332,7 +332,7 @@ class FileChannel:
             tx.frames.clear()
             tx.buffered_bytes = 0
 
-    def _take(self, tx: Transaction, n: int) -> list[Event]:
+    def _take(self, tx: Transaction, n: int) -> EventColumns:
         with self._cond:
             self._check_usable()
             pointers = self._queue.popleft(n)
@@ -345,9 +345,9 @@ class FileChannel:
             tx.taken.extend(pointers)
             tx.count += len(pointers)
         if not pointers:
-            return []
+            return EventColumns()
         try:
-            return self._reader.read(pointers)
+            return self._reader.read_columns(pointers)
         except BaseException as err:
             with self._cond:
                 del tx.taken[len(tx.taken) - len(pointers):]

@@ -1,8 +1,9 @@
 """Reading PUT frames back by pointer, for takes.
 
 Pointers taken together are usually neighbours in one segment, so a run of them is fetched with
-one ``pread`` spanning the run and decoded from that buffer; every frame's checksum is verified
-before its event is returned.
+one ``pread`` spanning the run; every frame's checksum is verified. A header-less body is sliced
+straight out of the buffer; the payloads of events with headers are decoded together, in one
+protobuf parse (``codec.decode_puts``). The result is columns, or events made from them.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from crc32c import crc32c
 
 from ..errors import CorruptLogError
 from . import format as fmt
-from .codec import Event, decode_put
+from .codec import Event, EventColumns, decode_puts
 from .format import FrameError, FrameType
 from .fs import File, FileSystem
 
@@ -37,15 +38,33 @@ class EventReader:
         self._lock = threading.Lock()
 
     def read(self, pointers: list[int]) -> list[Event]:
-        events: list[Event] = []
+        return self.read_columns(pointers).events()
+
+    def read_columns(self, pointers: list[int]) -> EventColumns:
+        # bodies[i] is the body of a header-less event, None for one whose payload (in
+        # ``payloads``, at position ``at[i]`` of the take) needs the protobuf parse.
+        bodies: list[bytes | None] = []
+        seqs: list[int] = []
+        payloads: list[memoryview] = []
+        at: list[int] = []
         i, n = 0, len(pointers)
         while i < n:
             j = _run_end(pointers, i)
-            self._read_run(pointers, i, j, events)
+            self._read_run(pointers, i, j, bodies, seqs, payloads, at)
             i = j
-        return events
+        if not payloads:
+            return EventColumns(bodies, seqs, [0] * len(bodies))  # type: ignore[arg-type]  # no None left
+        if len(payloads) == len(bodies):
+            return decode_puts(payloads, seqs)
+        parsed = decode_puts(payloads, [seqs[k] for k in at])
+        counts = [0] * len(bodies)
+        for k, body, count in zip(at, parsed.bodies, parsed.header_counts, strict=True):
+            bodies[k] = body
+            counts[k] = count
+        return EventColumns(bodies, seqs, counts, parsed.header_keys, parsed.header_values)  # type: ignore[arg-type]
 
-    def _read_run(self, pointers: list[int], i: int, j: int, out: list[Event]) -> None:
+    def _read_run(self, pointers: list[int], i: int, j: int, bodies: list[bytes | None], seqs: list[int],
+                  payloads: list[memoryview], at: list[int]) -> None:
         log_id = pointers[i] >> 32
         start, last = pointers[i] & _MASK, pointers[j - 1] & _MASK
         file = self._file(log_id)
@@ -57,12 +76,12 @@ class EventReader:
             raise CorruptLogError(path=file.path, offset=last, reason=f"impossible frame length {length}")
         buf = file.pread(last + length - start, start)
         view, size = memoryview(buf), len(buf)
-        append = out.append
+        add_body, add_seq, add_payload, add_at = bodies.append, seqs.append, payloads.append, at.append
         for k in range(i, j):
             # Hot path, inlined: validate the frame (magic, type, length, CRC32C over the whole
-            # frame) and slice a header-less body straight out of the buffer; a valid frame with
-            # headers is decoded by protobuf. A frame that fails any check goes to _decode_slow,
-            # which gives the exact error.
+            # frame) and slice a header-less body straight out of the buffer; a frame with
+            # headers keeps its payload for the one protobuf parse of the whole take. A frame
+            # that fails any check goes to _checked_payload, which gives the exact error.
             pos = (pointers[k] & _MASK) - start
             if pos + _OVERHEAD <= size:
                 magic, ftype, flags, length, _txn, seq = _unpack_header(buf, pos)
@@ -70,19 +89,26 @@ class EventReader:
                 if (magic == _MAGIC and ftype == _PUT and not flags and length >= _OVERHEAD
                         and end + 4 <= size and crc32c(view[pos:end]) == _unpack_crc(buf, end)[0]):
                     body = pos + _HEAD
+                    add_seq(seq)
                     if end - body >= 3 and buf[body] == 0x0A:
-                        n = buf[body + 1]
-                        if n < 0x80:
+                        m = buf[body + 1]
+                        if m < 0x80:
                             body += 2
                         elif buf[body + 2] < 0x80:
-                            n = (n & 0x7F) | (buf[body + 2] << 7)
+                            m = (m & 0x7F) | (buf[body + 2] << 7)
                             body += 3
-                        if body + n == end:
-                            append(Event(buf[body:end], {}, seq))
+                        if body + m == end:
+                            add_body(buf[body:end])
                             continue
-                    append(decode_put(view[pos + _HEAD : end], seq))  # a valid frame with headers
+                    add_at(len(bodies))
+                    add_body(None)
+                    add_payload(view[pos + _HEAD : end])
                     continue
-            append(_decode_slow(file.path, buf, view, pos, start))
+            payload, seq = _checked_payload(file.path, buf, view, pos, start)
+            add_seq(seq)
+            add_at(len(bodies))
+            add_body(None)
+            add_payload(payload)
 
     def _file(self, log_id: int) -> File:
         file = self._files.get(log_id)
@@ -111,7 +137,7 @@ class EventReader:
             file.close()
 
 
-def _decode_slow(path: str, buf: bytes, view: memoryview, pos: int, start: int) -> Event:
+def _checked_payload(path: str, buf: bytes, view: memoryview, pos: int, start: int) -> tuple[memoryview, int]:
     try:
         ftype, length, _txn, seq = fmt.check_frame(buf, pos, len(buf))
     except FrameError as err:
@@ -119,7 +145,7 @@ def _decode_slow(path: str, buf: bytes, view: memoryview, pos: int, start: int) 
     if ftype != FrameType.PUT:
         raise CorruptLogError(path=path, offset=pos + start,
                               reason=f"event pointer names a {FrameType(ftype).name} frame")
-    return decode_put(view[pos + _HEAD : pos + length - 4], seq)
+    return view[pos + _HEAD : pos + length - 4], seq
 
 
 def _run_end(pointers: list[int], i: int) -> int:

@@ -18,7 +18,7 @@ from crc32c import crc32c
 
 from ..errors import EventTooLargeError, TransactionCapacityError, TransactionError
 from . import format as fmt
-from .codec import SMALL_VARINTS, Event, encode_put, varint
+from .codec import SMALL_VARINTS, Event, EventColumns, encode_put, varint
 from .tags import TagRecord
 
 if TYPE_CHECKING:
@@ -115,6 +115,11 @@ class Transaction:
         other takers until this transaction commits (they are gone) or rolls back (they return
         to the head in their original order).
         """
+        return self.take_columns(max_events).events()
+
+    def take_columns(self, max_events: int = 1) -> EventColumns:
+        """:meth:`take`, returning the events as :class:`EventColumns` (bodies, seqs, headers as
+        flat lists) without an object per event: for code that handles whole batches."""
         if max_events < 0:
             raise ValueError("max_events must be >= 0")
         self._begin(TxnKind.TAKE, max_events)

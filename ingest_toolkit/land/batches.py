@@ -1,22 +1,23 @@
 """Taken events -> one Arrow table in the landed schema, column by column.
 
-The channel hands out :class:`~ingest_toolkit.channel.Event` objects; from there on nothing is
-done per event in Python except pulling each column's values out (bodies, seqs, headers). The
-event id, event time and partition columns are Arrow compute kernels over whole columns, so a
-batch of a million events costs a few list comprehensions plus vectorised work.
+A take hands out :class:`~ingest_toolkit.channel.EventColumns` (bodies, seqs and headers as
+flat lists); Arrow arrays are built from those lists directly, and the event id, event time
+(``map_lookup`` of the timestamp header) and partition columns are Arrow compute kernels over
+whole columns: nothing is done per event in Python.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from itertools import accumulate
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..channel import Event
+from ..channel import Event, EventColumns
 
 __all__ = ["LANDED_SCHEMA", "PARTITION_COLUMNS", "TIMESTAMP_HEADER", "build_table", "event_id",
-           "event_ids", "landed_mask", "seq_array", "seq_ranges"]
+           "event_ids", "landed_mask", "seq_ranges"]
 
 TIMESTAMP_HEADER = "timestamp"  # epoch milliseconds, as Flume's timestamp interceptor writes it
 PARTITION_COLUMNS = ("event_date", "event_hour")
@@ -54,10 +55,6 @@ def event_ids(channel_id: bytes, seqs: pa.Array) -> pa.Array:
     return pc.binary_join_element_wise(f"{channel_id.hex()}-", digits, "")
 
 
-def seq_array(events: Sequence[Event]) -> pa.Array:
-    return pa.array([e.seq for e in events], pa.int64())
-
-
 def seq_ranges(seqs: pa.Array) -> list[tuple[int, int]]:
     """The distinct values of ``seqs`` as sorted, disjoint, inclusive ``(first, last)`` ranges.
 
@@ -87,30 +84,31 @@ def landed_mask(seqs: pa.Array, ranges: Sequence[tuple[int, int]]) -> pa.Array:
     return mask
 
 
-def build_table(events: Sequence[Event], *, channel_id: bytes, batch_id: str, ingest_time_us: int,
-                seqs: pa.Array | None = None) -> pa.Table:
+def build_table(events: EventColumns | Sequence[Event], *, channel_id: bytes, batch_id: str,
+                ingest_time_us: int) -> pa.Table:
     """The landed rows of ``events`` (oldest first), with the partition columns last.
 
     ``event_time`` is the ``timestamp`` header (epoch millis) when it is a plain number of at
     most 15 digits, else ``ingest_time``: an event is never dropped for a bad header.
     """
-    n = len(events)
-    seqs = seq_array(events) if seqs is None else seqs
+    columns = events if isinstance(events, EventColumns) else EventColumns.of(events)
+    n = len(columns)
+    seqs = pa.array(columns.seqs, pa.int64())
+    headers = _header_map(columns)
     ingest = pa.scalar(ingest_time_us, pa.int64())
-    headers = [e.headers for e in events]
-    event_us = _event_micros(headers, ingest)
+    event_us = _event_micros(headers, ingest) if columns.has_headers() else pa.repeat(ingest, n)
     event_time = pc.cast(event_us, _TS)
-    columns = [
+    arrays = [
         event_ids(channel_id, seqs),
         pa.repeat(pa.scalar(batch_id, pa.string()), n),
         event_time,
         pa.repeat(pa.scalar(ingest_time_us, _TS), n),
-        _header_map(headers),
-        pa.array([e.body for e in events], pa.binary()),
+        headers,
+        pa.array(columns.bodies, pa.binary()),
         seqs,
         *_partition_columns(event_time),
     ]
-    return pa.Table.from_arrays(columns, schema=LANDED_SCHEMA)
+    return pa.Table.from_arrays(arrays, schema=LANDED_SCHEMA)
 
 
 def _partition_columns(event_time: pa.Array) -> tuple[pa.Array, pa.Array]:
@@ -122,29 +120,15 @@ def _partition_columns(event_time: pa.Array) -> tuple[pa.Array, pa.Array]:
             pc.take(pc.strftime(hours.dictionary, format="%H"), hours.indices))
 
 
-def _event_micros(headers: list[Mapping[str, str]], ingest_us: pa.Scalar) -> pa.Array:
-    if not any(headers):
-        return pa.repeat(ingest_us, len(headers))
-    raw = pa.array([h.get(TIMESTAMP_HEADER) if h else None for h in headers], pa.string())
+def _event_micros(headers: pa.MapArray, ingest_us: pa.Scalar) -> pa.Array:
+    raw = pc.map_lookup(headers, pa.scalar(TIMESTAMP_HEADER, pa.string()), "first")
     plausible = pc.and_(pc.utf8_is_digit(raw), pc.less_equal(pc.utf8_length(raw), _MAX_MILLIS_DIGITS))
     millis = pc.cast(pc.if_else(plausible, raw, pa.scalar(None, pa.string())), pa.int64())
     return pc.fill_null(pc.multiply(millis, 1000), ingest_us)
 
 
-def _header_map(headers: list[Mapping[str, str]]) -> pa.Array:
+def _header_map(columns: EventColumns) -> pa.MapArray:
     """A ``map<string,string>`` column; events without headers get an empty (not null) map."""
-    offsets: list[int] = [0]
-    keys: list[str] = []
-    values: list[str] = []
-    if any(headers):
-        add_key, add_value, add_offset = keys.append, values.append, offsets.append
-        for h in headers:
-            if h:
-                for key, value in h.items():
-                    add_key(key)
-                    add_value(value)
-            add_offset(len(keys))
-    else:
-        offsets *= len(headers) + 1
-    return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(keys, pa.string()),
-                                   pa.array(values, pa.string()))
+    offsets = pa.array(list(accumulate(columns.header_counts, initial=0)), pa.int32())
+    return pa.MapArray.from_arrays(offsets, pa.array(columns.header_keys, pa.string()),
+                                   pa.array(columns.header_values, pa.string()))

@@ -32,10 +32,11 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import TransactionCapacityError
-from .batches import build_table, landed_mask, seq_array, seq_ranges
+from .batches import build_table, landed_mask, seq_ranges
 from .config import LandingConfig
 from .errors import LandingError
 from .faults import fault_during, fault_point
@@ -138,31 +139,32 @@ class _Run:
                                "taken", channel=self.channel, phase=phase, rolled_back=True) from err
 
     def land(self, take: TakeBatch, config: LandingConfig, spark: SparkSession) -> _Written:
-        events = list(take.events)
-        if not events:
+        columns = take.columns
+        if not len(columns):
             return _Written()
         self.phase = "recognising redelivered events"
-        seqs = seq_array(events)
+        seqs = pa.array(columns.seqs, pa.int64())
         bounds = pc.min_max(seqs).as_py()
         known = landed_ranges(self.store, self.channel, take.channel_id, bounds["min"], bounds["max"])
+        keep = None
         redelivered = 0
         if known:
             mask = landed_mask(seqs, known)
             redelivered = int(pc.sum(mask).as_py() or 0)
-            if redelivered == len(events):
+            if redelivered == len(columns):
                 return _Written(redelivered=redelivered)
-            keep = pc.invert(mask)
-            events = [e for e, k in zip(events, keep.to_pylist(), strict=True) if k]
-            seqs = pc.filter(seqs, keep)
-        manifest, uri = self._write(events, seqs, take.channel_id, config, spark)
-        return _Written(len(events), redelivered, manifest, uri)
-
-    def _write(self, events: list[Any], seqs: Any, channel_id: bytes, config: LandingConfig,
-               spark: SparkSession) -> tuple[Manifest, str]:
-        batch_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(4)
+            keep = pc.invert(mask) if redelivered else None
         self.phase = "building the Arrow table"
-        table = build_table(events, channel_id=channel_id, batch_id=batch_id, ingest_time_us=time.time_ns() // 1000,
-                            seqs=seqs)
+        batch_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(4)
+        table = build_table(columns, channel_id=take.channel_id, batch_id=batch_id,
+                            ingest_time_us=time.time_ns() // 1000)
+        if keep is not None:
+            table = table.filter(keep)
+        manifest, uri = self._write(table, take.channel_id, batch_id, config, spark)
+        return _Written(table.num_rows, redelivered, manifest, uri)
+
+    def _write(self, table: pa.Table, channel_id: bytes, batch_id: str, config: LandingConfig,
+               spark: SparkSession) -> tuple[Manifest, str]:
         staging = f"{self.channel}/{STAGING_DIR}/{batch_id}"
         self.phase = "writing Parquet with Spark"
         with self.write_lock, fault_during("during_write", lambda: self.store.exists(f"{staging}/_temporary")):
@@ -170,7 +172,8 @@ class _Run:
         fault_point("after_write")
         self.phase = "writing the manifest"
         manifest = Manifest(channel=self.channel, channel_id=channel_id.hex(), batch_id=batch_id,
-                            seq_ranges=tuple(seq_ranges(seqs)), count=len(events),
+                            seq_ranges=tuple(seq_ranges(table.column("seq").combine_chunks())),
+                            count=table.num_rows,
                             files=_final_names(self.store, self.channel, batch_id),
                             created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         manifest = replace(manifest, partitions=_partitions(manifest.files))
@@ -328,6 +331,6 @@ def _checked_name(name: str) -> str:
 def _result(channel: str, take: TakeBatch, written: _Written, duration: float, backlog: int) -> LandingResult:
     manifest = written.manifest
     return LandingResult(channel=channel, events=written.events, redelivered=written.redelivered,
-                         taken=len(take.events), files=len(manifest.files) if manifest else 0,
+                         taken=len(take.columns), files=len(manifest.files) if manifest else 0,
                          bytes=manifest.bytes if manifest else 0, batch_id=manifest.batch_id if manifest else None,
                          duration_s=round(duration, 3), backlog_after=backlog, manifest_uri=written.manifest_uri)

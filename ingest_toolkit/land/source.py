@@ -7,25 +7,25 @@ the agent's gRPC API). The landing only relies on what the protocols state.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from ..channel import Event, FileChannel, Transaction
+from ..channel import Event, EventColumns, FileChannel, Transaction
 
 __all__ = ["InProcessSource", "InProcessTake", "TakeBatch", "TakeSource"]
 
 
 @runtime_checkable
 class TakeBatch(Protocol):
-    """One open take transaction. ``events`` are oldest first, each with its ``seq``; the batch
-    ends in exactly one ``commit`` (the events are gone) or ``rollback`` (they are back at the
-    head of the channel, in order). Plain attributes satisfy the read-only properties."""
+    """One open take transaction. ``columns`` holds its events oldest first, each with its
+    ``seq``; the batch ends in exactly one ``commit`` (the events are gone) or ``rollback`` (they
+    are back at the head of the channel, in order). Plain attributes satisfy the read-only
+    properties."""
 
     @property
     def channel_id(self) -> bytes: ...  # the channel's 16-byte identity, part of every event id
 
     @property
-    def events(self) -> Sequence[Event]: ...
+    def columns(self) -> EventColumns: ...
 
     def commit(self) -> None: ...
 
@@ -51,10 +51,14 @@ class InProcessTake:
     thread (the landing does).
     """
 
-    def __init__(self, channel_id: bytes, tx: Transaction, events: list[Event]) -> None:
+    def __init__(self, channel_id: bytes, tx: Transaction, columns: EventColumns) -> None:
         self.channel_id = channel_id
-        self.events = events
+        self.columns = columns
         self._tx = tx
+
+    @property
+    def events(self) -> list[Event]:
+        return self.columns.events()
 
     def commit(self) -> None:
         self._tx.commit()
@@ -78,11 +82,11 @@ class InProcessSource:
         limit = min(max_events, self.channel.config.transaction_capacity)
         tx = self.channel.transaction()
         try:
-            events = tx.take(limit)
+            columns = tx.take_columns(limit)
         except BaseException:
             tx.rollback()
             raise
-        return InProcessTake(self.channel.channel_id, tx, events)
+        return InProcessTake(self.channel.channel_id, tx, columns)
 
     def backlog(self) -> int:
         return len(self.channel)

@@ -21,7 +21,7 @@ from typing import Any
 
 import grpc
 
-from ..channel import Event, TxnState
+from ..channel import Event, EventColumns, TxnState
 from ..errors import TransactionCapacityError
 from .adapter import RemoteChannel
 from .errors import RequestTooLargeError, from_rpc_error
@@ -45,7 +45,8 @@ class PutAck:
 
 
 class RemoteTake:
-    """An open remote take (the landing's ``TakeBatch``): ``events`` oldest first, each with ``seq``.
+    """An open remote take (the landing's ``TakeBatch``): ``events`` oldest first, each with ``seq``
+    (``columns``: the same events as :class:`~ingest_toolkit.channel.EventColumns`).
 
     The agent holds the events for this take until ``commit`` (they are gone) or ``rollback``
     (back at the head of the queue, in order). Without a request for ``lease_seconds`` the agent
@@ -53,9 +54,16 @@ class RemoteTake:
     ran out raises :class:`~.errors.LeaseExpiredError`.
     """
 
-    def __init__(self, txn: RemoteTransaction, events: list[Event]) -> None:
-        self._txn, self.events = txn, events
+    def __init__(self, txn: RemoteTransaction, columns: EventColumns) -> None:
+        self._txn, self.columns = txn, columns
         self.channel_id: bytes = txn.channel_id
+        self._events: list[Event] | None = None
+
+    @property
+    def events(self) -> list[Event]:
+        if self._events is None:
+            self._events = self.columns.events()
+        return self._events
 
     @property
     def state(self) -> TxnState:
@@ -135,11 +143,11 @@ class AgentClient:
         """
         txn = RemoteTransaction(self.stream, channel, lease_seconds)
         try:
-            events = txn.begin_with_take(max_events)
+            columns = txn.begin_with_take(max_events)
         except BaseException:
             txn.discard()
             raise
-        return RemoteTake(txn, events)
+        return RemoteTake(txn, columns)
 
     def stream(self) -> TxnStream:
         """A new ``Transaction`` call (used by :class:`RemoteTransaction`)."""

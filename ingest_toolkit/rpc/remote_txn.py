@@ -17,11 +17,11 @@ from typing import Any
 
 import grpc
 
-from ..channel import Event, TxnState
+from ..channel import Event, EventColumns, TxnState
 from ..errors import ChannelClosedError, IngestError, TransactionError
 from .errors import AgentUnavailableError, RemoteError, from_rpc_error, rebuild
 from .proto import agent_pb2 as pb
-from .wire import decode_batch, fill_batch
+from .wire import decode_columns, fill_batch
 
 __all__ = ["RemoteTransaction", "TxnStream"]
 
@@ -109,6 +109,9 @@ class RemoteTransaction:
         return list(range(response.put.first_seq, response.put.first_seq + response.put.count))
 
     def take(self, max_events: int = 1) -> list[Event]:
+        return self.take_columns(max_events).events()
+
+    def take_columns(self, max_events: int = 1) -> EventColumns:
         if max_events < 0:
             raise ValueError("max_events must be >= 0")
         with self._lock:
@@ -116,12 +119,12 @@ class RemoteTransaction:
             self._open()
             return self._take_locked(max_events)
 
-    def begin_with_take(self, max_events: int) -> list[Event]:
+    def begin_with_take(self, max_events: int) -> EventColumns:
         """Open the stream with a take in the same request (one round trip)."""
         with self._lock:
             self._check_usable()
             self._open(take=max_events)
-            return self._receive_events("take")
+            return self._receive_columns("take")
 
     def extend(self, lease_seconds: float = 0.0) -> float:
         response = self._call(pb.TxnRequest(extend=pb.Extend(lease_seconds=lease_seconds)), "extend lease")
@@ -191,18 +194,18 @@ class RemoteTransaction:
         self._stream = stream
         self.channel_id, self.lease_seconds = begun.begun.channel_id, begun.begun.lease_seconds
 
-    def _take_locked(self, max_events: int) -> list[Event]:
+    def _take_locked(self, max_events: int) -> EventColumns:
         assert self._stream is not None
         self._stream.send(pb.TxnRequest(take=pb.Take(max_events=max_events)))
-        return self._receive_events("take")
+        return self._receive_columns("take")
 
-    def _receive_events(self, what: str) -> list[Event]:
-        events: list[Event] = []
+    def _receive_columns(self, what: str) -> EventColumns:
+        columns = EventColumns()
         while True:
             response = self._answer(what)
-            events.extend(decode_batch(response.chunk.events))
+            columns.extend(decode_columns(response.chunk.events))
             if response.chunk.last:
-                return events
+                return columns
 
     def _answer(self, what: str) -> pb.TxnResponse:
         assert self._stream is not None

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 import grpc
 
-from ..channel import Event, FileChannel, TxnState
+from ..channel import EventColumns, FileChannel, TxnState
 from ..channel.checkpoint import read_checkpoint_meta
 from ..errors import IngestError
 from ..security import bearer_ok
@@ -36,7 +36,7 @@ from .handlers import PutHandler
 from .leases import LeaseTable, RemoteTxn
 from .proto import agent_pb2 as pb
 from .proto import agent_pb2_grpc as pb_grpc
-from .wire import CHUNK_BYTES, chunks, decode_batch, fill_batch
+from .wire import CHUNK_BYTES, column_chunks, decode_batch, fill_columns
 
 __all__ = ["AgentService", "MAX_BATCH_ID_BYTES"]
 
@@ -173,7 +173,7 @@ class AgentService(pb_grpc.AgentServicer):
             seqs = tx.put_many(decode_batch(request.put))
             return [pb.TxnResponse(put=pb.PutDone(first_seq=seqs[0] if seqs else 0, count=len(seqs)))]
         if op == "take":
-            return self._take(tx.take(request.take.max_events))
+            return self._take(tx.take_columns(request.take.max_events))
         if op == "extend":
             wanted = request.extend.lease_seconds  # 0: keep the current length
             remote.renew(self.leases.lease_for(wanted) if wanted else None)
@@ -186,12 +186,12 @@ class AgentService(pb_grpc.AgentServicer):
             raise InvalidRequestError(f"unexpected request {op!r} inside an open transaction")
         return [pb.TxnResponse(ended=pb.Ended(state=_STATES[tx.state]))]
 
-    def _take(self, events: list[Event]) -> list[pb.TxnResponse]:
-        parts = list(chunks(events, self._chunk_bytes)) or [[]]
+    def _take(self, columns: EventColumns) -> list[pb.TxnResponse]:
+        parts = list(column_chunks(columns, self._chunk_bytes)) or [EventColumns()]
         responses = []
         for i, part in enumerate(parts):
             response = pb.TxnResponse()
-            fill_batch(response.chunk.events, part, with_seqs=True)
+            fill_columns(response.chunk.events, part)
             response.chunk.last = i == len(parts) - 1
             responses.append(response)
         return responses

@@ -8,13 +8,16 @@ body on the wire.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
+from itertools import accumulate
 
-from ..channel import Event
+from ..channel import Event, EventColumns
 from .errors import InvalidRequestError
 from .proto import agent_pb2 as pb
 
-__all__ = ["CHUNK_BYTES", "body_bytes", "chunks", "decode_batch", "encode_batch", "fill_batch"]
+__all__ = ["CHUNK_BYTES", "body_bytes", "column_chunks", "decode_batch", "decode_columns", "encode_batch",
+           "fill_batch", "fill_columns"]
 
 CHUNK_BYTES = 1 << 20  # target size of one take chunk; a chunk always holds at least one event
 
@@ -38,15 +41,36 @@ def encode_batch(events: Sequence[Event], *, with_seqs: bool = False) -> pb.Even
     return fill_batch(pb.EventBatch(), events, with_seqs=with_seqs)
 
 
+def fill_columns(batch: pb.EventBatch, columns: EventColumns) -> pb.EventBatch:
+    """:func:`fill_batch` for :class:`EventColumns` (seqs included): list copies, no loop per event."""
+    batch.bodies.extend(columns.bodies)
+    batch.seqs.extend(columns.seqs)
+    if columns.header_keys:
+        batch.header_counts.extend(columns.header_counts)
+        batch.header_keys.extend(columns.header_keys)
+        batch.header_values.extend(columns.header_values)
+    return batch
+
+
 def decode_batch(batch: pb.EventBatch) -> list[Event]:
     """The events of ``batch``; a batch whose arrays disagree raises InvalidRequestError."""
+    return decode_columns(batch).events()
+
+
+def decode_columns(batch: pb.EventBatch) -> EventColumns:
+    """:func:`decode_batch` as :class:`EventColumns` (seqs are 0 when the batch has none)."""
     bodies = list(batch.bodies)
     seqs = list(batch.seqs) or [0] * len(bodies)
     if len(seqs) != len(bodies):
         raise InvalidRequestError(f"event batch has {len(bodies)} bodies but {len(seqs)} seqs")
     if not batch.header_counts:
-        return list(map(Event, bodies, [{} for _ in bodies], seqs))  # a dict each: interceptors may add
-    return _with_headers(batch, bodies, seqs)
+        return EventColumns(bodies, seqs, [0] * len(bodies))
+    counts, keys, values = list(batch.header_counts), list(batch.header_keys), list(batch.header_values)
+    if len(counts) != len(bodies) or len(keys) != len(values) or sum(counts) != len(keys):
+        raise InvalidRequestError(
+            f"event batch headers do not add up: {len(bodies)} bodies, {len(counts)} header counts "
+            f"(sum {sum(counts)}), {len(keys)} keys, {len(values)} values")
+    return EventColumns(bodies, seqs, counts, keys, values)
 
 
 def body_bytes(events: Sequence[Event]) -> int:
@@ -54,31 +78,27 @@ def body_bytes(events: Sequence[Event]) -> int:
     return sum([len(e.body) for e in events]) + 2 * len(events)
 
 
-def _with_headers(batch: pb.EventBatch, bodies: list[bytes], seqs: list[int]) -> list[Event]:
-    counts, keys, values = list(batch.header_counts), list(batch.header_keys), list(batch.header_values)
-    if len(counts) != len(bodies) or len(keys) != len(values) or sum(counts) != len(keys):
-        raise InvalidRequestError(
-            f"event batch headers do not add up: {len(bodies)} bodies, {len(counts)} header counts "
-            f"(sum {sum(counts)}), {len(keys)} keys, {len(values)} values")
-    events, at = [], 0
-    for body, seq, count in zip(bodies, seqs, counts, strict=True):
-        events.append(Event(body, dict(zip(keys[at:at + count], values[at:at + count], strict=True)), seq))
-        at += count
-    return events
-
-
-def chunks(events: Sequence[Event], chunk_bytes: int = CHUNK_BYTES) -> Iterator[list[Event]]:
-    """Split ``events`` into runs of about ``chunk_bytes`` body bytes (at least one event each).
-
-    Yields nothing for no events.
-    """
-    start, size = 0, 0
-    for i, event in enumerate(events):
-        size += len(event.body) + 16
-        if event.headers:
-            size += sum(len(k) + len(v) + 4 for k, v in event.headers.items())
-        if size >= chunk_bytes:
-            yield list(events[start:i + 1])
-            start, size = i + 1, 0
-    if start < len(events):
-        yield list(events[start:])
+def column_chunks(columns: EventColumns, chunk_bytes: int = CHUNK_BYTES) -> Iterator[EventColumns]:
+    """Split ``columns`` into runs of about ``chunk_bytes`` (bodies, 16 bytes per event, headers),
+    at least one event each, found by bisection over running sizes. Yields nothing for no events."""
+    n = len(columns)
+    if n == 0:
+        return
+    keys, values = columns.header_keys, columns.header_values
+    offsets = list(accumulate(columns.header_counts, initial=0))
+    size = list(accumulate(map(len, columns.bodies), initial=0))  # running body bytes
+    if keys:
+        header_size = list(accumulate(map(len, keys), initial=0))
+        value_size = list(accumulate(map(len, values), initial=0))
+        size = [s + 16 * i + header_size[o] + value_size[o] + 4 * o
+                for i, (s, o) in enumerate(zip(size, offsets, strict=True))]
+    else:
+        size = [s + 16 * i for i, s in enumerate(size)]
+    start = 0
+    while start < n:
+        # the chunk ends after the first event that brings it to chunk_bytes
+        end = min(max(bisect_left(size, size[start] + chunk_bytes), start + 1), n)
+        a, b = offsets[start], offsets[end]
+        yield EventColumns(columns.bodies[start:end], columns.seqs[start:end], columns.header_counts[start:end],
+                           keys[a:b], values[a:b])
+        start = end

@@ -16,7 +16,7 @@ them to the channel its server hosts. A test that reopens passes the same settin
 
 The channel and its transactions are used only through :class:`ChannelLike` and
 :class:`TransactionLike`: ``transaction()``, ``put``, ``put_many``, ``take``, ``commit``,
-``rollback``, ``state``, the context manager, ``len()`` and ``close()``. Errors are the classes
+``rollback``, ``state``, the context manager, ``take_columns``, ``len()`` and ``close()``. Errors are the classes
 of :mod:`ingest_toolkit.errors`. A thread holds at most one open transaction; tests that need
 two open transactions at once open the second on a :class:`Worker` thread.
 """
@@ -31,7 +31,7 @@ from typing import Any, Protocol, TypeVar
 
 import pytest
 
-from ingest_toolkit.channel import Event, TxnState
+from ingest_toolkit.channel import Event, EventColumns, TxnState
 from ingest_toolkit.errors import (
     ChannelClosedError,
     ChannelError,
@@ -58,6 +58,8 @@ class TransactionLike(Protocol):
     def put_many(self, events: Sequence[Event]) -> list[int]: ...
 
     def take(self, max_events: int = 1) -> list[Event]: ...
+
+    def take_columns(self, max_events: int = 1) -> EventColumns: ...
 
     def commit(self) -> None: ...
 
@@ -364,6 +366,21 @@ class ChannelConformance:
         ch.close()
         ch = open_channel()
         assert content(drain(ch, batch=3)) == content(events)
+
+    def test_take_columns_hold_what_take_returns(self, open_channel: OpenChannel) -> None:
+        ch = open_channel()
+        events = _tricky_events()
+        put_committed(ch, events)
+        with ch.transaction() as tx:
+            columns = tx.take_columns(len(events) + 5)
+            assert isinstance(columns, EventColumns) and len(columns) == len(events)
+            assert content(columns.events()) == content(events)
+            tx.rollback()  # back at the head, in order
+        with ch.transaction() as tx:
+            taken = tx.take(len(events))
+        assert EventColumns.of(taken) == columns
+        with ch.transaction() as tx:
+            assert tx.take_columns(10) == EventColumns()
 
     def test_seqs_are_unique_increasing_and_carried_by_taken_events(self, open_channel: OpenChannel) -> None:
         ch = open_channel()

@@ -9,8 +9,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ingest_toolkit.channel import codec
 from ingest_toolkit.channel import format as fmt
-from ingest_toolkit.channel.codec import decode_put, decode_take, encode_put, encode_take
+from ingest_toolkit.channel.codec import (
+    Event,
+    EventColumns,
+    decode_put,
+    decode_puts,
+    decode_take,
+    encode_put,
+    encode_take,
+)
 from ingest_toolkit.channel.proto import channel_pb2 as pb
 from ingest_toolkit.channel.proto.generate import HERE, generate
 
@@ -57,6 +66,73 @@ def test_put_with_invalid_headers_fails_as_protobuf_does() -> None:
         with pytest.raises(Exception) as theirs:
             pb.Put(body=b"x", headers=bad).SerializeToString()  # type: ignore[arg-type]
         assert type(ours.value) is type(theirs.value)
+
+
+def _one_by_one(payloads: list[bytes], seqs: list[int]) -> list[tuple[bytes, dict[str, str], int]]:
+    return [(e.body, dict(e.headers), e.seq) for e in (decode_put(p, s) for p, s in zip(payloads, seqs, strict=True))]
+
+
+def _triples(columns: EventColumns) -> list[tuple[bytes, dict[str, str], int]]:
+    return [(e.body, dict(e.headers), e.seq) for e in columns.events()]
+
+
+long_headers = st.dictionaries(st.text(max_size=200), st.text(max_size=300), max_size=3)  # > 127 B: protobuf's bytes
+
+
+@given(st.lists(st.tuples(st.binary(max_size=600), st.one_of(headers, long_headers)), max_size=60))
+def test_decode_puts_equals_decoding_one_by_one(events: list[tuple[bytes, dict[str, str]]]) -> None:
+    payloads = [encode_put(body, hdrs) for body, hdrs in events]
+    seqs = list(range(100, 100 + len(events)))
+    columns = decode_puts([memoryview(p) for p in payloads], seqs)
+    expected = [(body, hdrs, seq) for (body, hdrs), seq in zip(events, seqs, strict=True)]
+    assert _triples(columns) == _one_by_one(payloads, seqs) == expected
+    assert len(columns.header_counts) == len(events) and sum(columns.header_counts) == len(columns.header_keys)
+    assert columns.has_headers() == any(h for _, h in events)
+    assert EventColumns.of(columns.events()) == columns
+
+
+def test_decode_puts_lines_up_foreign_payloads_by_decoding_them_one_by_one() -> None:
+    payloads = [
+        encode_put(b"a", {"k": "1"}),
+        pb.Put(headers={"a": "b"}).SerializeToString() + pb.Put(body=b"x").SerializeToString(),  # body last
+        pb.Put(body=b"y").SerializeToString() * 2,                                              # body twice
+        b"",                                                                                    # empty event
+        encode_put(b"", {"only": "headers"}),
+    ]
+    seqs = [1, 2, 3, 4, 5]
+    assert _triples(decode_puts(payloads, seqs)) == _one_by_one(payloads, seqs)
+    assert _triples(decode_puts(payloads[3:], seqs[3:])) == [(b"", {}, 4), (b"", {"only": "headers"}, 5)]
+
+
+def test_decode_puts_decodes_our_own_payloads_in_one_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    events = [(b"", {}), (b"", {"k": "v"}), (b"b", {}), (b"c" * 300, {"long": "v" * 200}), (b"d", {"": ""})]
+    payloads = [encode_put(body, hdrs) for body, hdrs in events]
+
+    def one_by_one(payload: bytes, seq: int) -> Event:
+        raise AssertionError("decoded one by one")
+
+    monkeypatch.setattr(codec, "decode_put", one_by_one)
+    columns = decode_puts(payloads, [1, 2, 3, 4, 5])
+    assert [(e.body, e.headers) for e in columns.events()] == events
+
+
+def test_decode_puts_reports_a_bad_payload_as_decode_put_does() -> None:
+    bad = b"\x12\x07\x0a\x01k\x12\x02\xff\xfe"  # a header value that is not UTF-8
+    with pytest.raises(Exception) as one:
+        decode_put(bad, 1)
+    with pytest.raises(Exception) as many:
+        decode_puts([encode_put(b"ok", {}), bad], [1, 2])
+    assert type(many.value) is type(one.value)
+
+
+def test_event_columns_round_trip_events() -> None:
+    events = [Event(b"a", {"x": "1", "y": "2"}, 5), Event(b"", {}, 6), Event(b"c", {"x": "3"}, 7)]
+    columns = EventColumns.of(events)
+    assert columns == EventColumns([b"a", b"", b"c"], [5, 6, 7], [2, 0, 1], ["x", "y", "x"], ["1", "2", "3"])
+    assert columns.events() == events and len(columns) == 3
+    more = EventColumns.of(events[:1])
+    more.extend(columns)
+    assert more.events() == events[:1] + events
 
 
 @given(st.lists(st.integers(min_value=0, max_value=2**64 - 1), max_size=300))

@@ -187,7 +187,7 @@ def build_case(root: Path, history: History, data: bytes) -> None:
 
 
 def common_prefix_length(a: bytes, b: bytes) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 def check_cut(root: Path, history: History, cut: int, suffix: bytes, *, write_after: bool) -> None:

@@ -79,7 +79,7 @@ class _LostCommit:
     events go back to the channel although the batch was landed."""
 
     def __init__(self, take: TakeBatch) -> None:
-        self.take, self.channel_id, self.events = take, take.channel_id, take.events
+        self.take, self.channel_id, self.columns = take, take.channel_id, take.columns
 
     def commit(self) -> None:
         self.take.rollback()

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rchannel.proto\x12\x19ingest_toolkit.channel.v1\"\x81\x01\n\x03Put\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12<\n\x07headers\x18\x02 \x03(\x0b\x32+.ingest_toolkit.channel.v1.Put.HeadersEntry\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x18\n\x04Take\x12\x10\n\x08pointers\x18\x01 \x03(\x06\"\x81\x01\n\x06\x43ommit\x12\x30\n\x04kind\x18\x01 \x01(\x0e\x32\".ingest_toolkit.channel.v1.TxnKind\x12\r\n\x05\x63ount\x18\x02 \x01(\x04\x12\x0b\n\x03tag\x18\x03 \x01(\t\x12\x11\n\tfirst_seq\x18\x04 \x01(\x04\x12\x16\n\x0e\x63ommit_unix_ns\x18\x05 \x01(\x04\"<\n\x08Rollback\x12\x30\n\x04kind\x18\x01 \x01(\x0e\x32\".ingest_toolkit.channel.v1.TxnKind\"H\n\x04Noop\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x16\n\x0ereplaced_bytes\x18\x02 \x01(\x04\x12\x18\n\x10repaired_unix_ns\x18\x03 \x01(\x04\"\xa8\x01\n\x0bSegmentMeta\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\x0e\n\x06log_id\x18\x02 \x01(\x04\x12\x12\n\nchannel_id\x18\x03 \x01(\x0c\x12\x10\n\x08\x64\x61ta_end\x18\x04 \x01(\x04\x12\x0e\n\x06\x66rames\x18\x05 \x01(\x04\x12\x11\n\tfirst_seq\x18\x06 \x01(\x04\x12\x10\n\x08last_seq\x18\x07 \x01(\x04\x12\x16\n\x0esealed_unix_ns\x18\x08 \x01(\x04\"\xb3\x05\n\x0e\x43heckpointMeta\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\x12\n\nchannel_id\x18\x02 \x01(\x0c\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\x04\x12\x10\n\x08last_seq\x18\x04 \x01(\x04\x12\x12\n\nqueue_size\x18\x05 \x01(\x04\x12\x12\n\nqueue_head\x18\x06 \x01(\x06\x12R\n\rlog_refcounts\x18\x07 \x03(\x0b\x32;.ingest_toolkit.channel.v1.CheckpointMeta.LogRefcountsEntry\x12\x17\n\x0fwritten_unix_ns\x18\x08 \x01(\x04\x12\x0e\n\x06log_id\x18\t \x01(\x04\x12\x12\n\nlog_offset\x18\n \x01(\x04\x12\x13\n\x0bnext_txn_id\x18\x0b \x01(\x04\x12\x12\n\nqueue_file\x18\x0c \x01(\t\x12\x13\n\x0bqueue_bytes\x18\r \x01(\x04\x12\x14\n\x0cqueue_crc32c\x18\x0e \x01(\r\x12\x15\n\rinflight_file\x18\x0f \x01(\t\x12\x16\n\x0einflight_bytes\x18\x10 \x01(\x04\x12\x17\n\x0finflight_crc32c\x18\x11 \x01(\r\x12\x16\n\x0einflight_takes\x18\x12 \x01(\x04\x12\x15\n\rinflight_puts\x18\x13 \x01(\x04\x12\x10\n\x08\x63\x61pacity\x18\x14 \x01(\x04\x12\x1e\n\x16\x63heckpoint_interval_ms\x18\x15 \x01(\x04\x12\x1d\n\x15oldest_commit_unix_ns\x18\x16 \x01(\x04\x12\x16\n\x0eputs_committed\x18\x17 \x01(\x04\x12\x17\n\x0ftakes_committed\x18\x18 \x01(\x04\x12\x11\n\tlog_bytes\x18\x19 \x01(\x04\x1a\x33\n\x11LogRefcountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x04\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"/\n\x0bInflightTxn\x12\x0e\n\x06txn_id\x18\x01 \x01(\x04\x12\x10\n\x08pointers\x18\x02 \x03(\x06\"*\n\nCommitMark\x12\x0b\n\x03\x65nd\x18\x01 \x01(\x04\x12\x0f\n\x07unix_ns\x18\x02 \x01(\x04\"R\n\tCommitTag\x12\x0b\n\x03tag\x18\x01 \x01(\t\x12\x11\n\tfirst_seq\x18\x02 \x01(\x04\x12\r\n\x05\x63ount\x18\x03 \x01(\x04\x12\x16\n\x0e\x63ommit_unix_ns\x18\x04 \x01(\x04\"\xff\x01\n\x08Inflight\x12\x15\n\rcheckpoint_id\x18\x01 \x01(\x04\x12\x35\n\x05takes\x18\x02 \x03(\x0b\x32&.ingest_toolkit.channel.v1.InflightTxn\x12\x34\n\x04puts\x18\x03 \x03(\x0b\x32&.ingest_toolkit.channel.v1.InflightTxn\x12;\n\x0c\x63ommit_marks\x18\x04 \x03(\x0b\x32%.ingest_toolkit.channel.v1.CommitMark\x12\x32\n\x04tags\x18\x05 \x03(\x0b\x32$.ingest_toolkit.channel.v1.CommitTag*H\n\x07TxnKind\x12\x18\n\x14TXN_KIND_UNSPECIFIED\x10\x00\x12\x10\n\x0cTXN_KIND_PUT\x10\x01\x12\x11\n\rTXN_KIND_TAKE\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rchannel.proto\x12\x19ingest_toolkit.channel.v1\"\x81\x01\n\x03Put\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12<\n\x07headers\x18\x02 \x03(\x0b\x32+.ingest_toolkit.channel.v1.Put.HeadersEntry\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"R\n\x08PutsView\x12\x0e\n\x06\x62odies\x18\x01 \x03(\x0c\x12\x36\n\x07headers\x18\x02 \x03(\x0b\x32%.ingest_toolkit.channel.v1.HeaderView\"5\n\nHeaderView\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\x12\x0b\n\x03\x65nd\x18\x03 \x01(\x08\"\x18\n\x04Take\x12\x10\n\x08pointers\x18\x01 \x03(\x06\"\x81\x01\n\x06\x43ommit\x12\x30\n\x04kind\x18\x01 \x01(\x0e\x32\".ingest_toolkit.channel.v1.TxnKind\x12\r\n\x05\x63ount\x18\x02 \x01(\x04\x12\x0b\n\x03tag\x18\x03 \x01(\t\x12\x11\n\tfirst_seq\x18\x04 \x01(\x04\x12\x16\n\x0e\x63ommit_unix_ns\x18\x05 \x01(\x04\"<\n\x08Rollback\x12\x30\n\x04kind\x18\x01 \x01(\x0e\x32\".ingest_toolkit.channel.v1.TxnKind\"H\n\x04Noop\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x16\n\x0ereplaced_bytes\x18\x02 \x01(\x04\x12\x18\n\x10repaired_unix_ns\x18\x03 \x01(\x04\"\xa8\x01\n\x0bSegmentMeta\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\x0e\n\x06log_id\x18\x02 \x01(\x04\x12\x12\n\nchannel_id\x18\x03 \x01(\x0c\x12\x10\n\x08\x64\x61ta_end\x18\x04 \x01(\x04\x12\x0e\n\x06\x66rames\x18\x05 \x01(\x04\x12\x11\n\tfirst_seq\x18\x06 \x01(\x04\x12\x10\n\x08last_seq\x18\x07 \x01(\x04\x12\x16\n\x0esealed_unix_ns\x18\x08 \x01(\x04\"\xb3\x05\n\x0e\x43heckpointMeta\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\x12\n\nchannel_id\x18\x02 \x01(\x0c\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\x04\x12\x10\n\x08last_seq\x18\x04 \x01(\x04\x12\x12\n\nqueue_size\x18\x05 \x01(\x04\x12\x12\n\nqueue_head\x18\x06 \x01(\x06\x12R\n\rlog_refcounts\x18\x07 \x03(\x0b\x32;.ingest_toolkit.channel.v1.CheckpointMeta.LogRefcountsEntry\x12\x17\n\x0fwritten_unix_ns\x18\x08 \x01(\x04\x12\x0e\n\x06log_id\x18\t \x01(\x04\x12\x12\n\nlog_offset\x18\n \x01(\x04\x12\x13\n\x0bnext_txn_id\x18\x0b \x01(\x04\x12\x12\n\nqueue_file\x18\x0c \x01(\t\x12\x13\n\x0bqueue_bytes\x18\r \x01(\x04\x12\x14\n\x0cqueue_crc32c\x18\x0e \x01(\r\x12\x15\n\rinflight_file\x18\x0f \x01(\t\x12\x16\n\x0einflight_bytes\x18\x10 \x01(\x04\x12\x17\n\x0finflight_crc32c\x18\x11 \x01(\r\x12\x16\n\x0einflight_takes\x18\x12 \x01(\x04\x12\x15\n\rinflight_puts\x18\x13 \x01(\x04\x12\x10\n\x08\x63\x61pacity\x18\x14 \x01(\x04\x12\x1e\n\x16\x63heckpoint_interval_ms\x18\x15 \x01(\x04\x12\x1d\n\x15oldest_commit_unix_ns\x18\x16 \x01(\x04\x12\x16\n\x0eputs_committed\x18\x17 \x01(\x04\x12\x17\n\x0ftakes_committed\x18\x18 \x01(\x04\x12\x11\n\tlog_bytes\x18\x19 \x01(\x04\x1a\x33\n\x11LogRefcountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x04\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"/\n\x0bInflightTxn\x12\x0e\n\x06txn_id\x18\x01 \x01(\x04\x12\x10\n\x08pointers\x18\x02 \x03(\x06\"*\n\nCommitMark\x12\x0b\n\x03\x65nd\x18\x01 \x01(\x04\x12\x0f\n\x07unix_ns\x18\x02 \x01(\x04\"R\n\tCommitTag\x12\x0b\n\x03tag\x18\x01 \x01(\t\x12\x11\n\tfirst_seq\x18\x02 \x01(\x04\x12\r\n\x05\x63ount\x18\x03 \x01(\x04\x12\x16\n\x0e\x63ommit_unix_ns\x18\x04 \x01(\x04\"\xff\x01\n\x08Inflight\x12\x15\n\rcheckpoint_id\x18\x01 \x01(\x04\x12\x35\n\x05takes\x18\x02 \x03(\x0b\x32&.ingest_toolkit.channel.v1.InflightTxn\x12\x34\n\x04puts\x18\x03 \x03(\x0b\x32&.ingest_toolkit.channel.v1.InflightTxn\x12;\n\x0c\x63ommit_marks\x18\x04 \x03(\x0b\x32%.ingest_toolkit.channel.v1.CommitMark\x12\x32\n\x04tags\x18\x05 \x03(\x0b\x32$.ingest_toolkit.channel.v1.CommitTag*H\n\x07TxnKind\x12\x18\n\x14TXN_KIND_UNSPECIFIED\x10\x00\x12\x10\n\x0cTXN_KIND_PUT\x10\x01\x12\x11\n\rTXN_KIND_TAKE\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,32 +35,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PUT_HEADERSENTRY']._serialized_options = b'8\001'
   _globals['_CHECKPOINTMETA_LOGREFCOUNTSENTRY']._loaded_options = None
   _globals['_CHECKPOINTMETA_LOGREFCOUNTSENTRY']._serialized_options = b'8\001'
-  _globals['_TXNKIND']._serialized_start=1770
-  _globals['_TXNKIND']._serialized_end=1842
+  _globals['_TXNKIND']._serialized_start=1909
+  _globals['_TXNKIND']._serialized_end=1981
   _globals['_PUT']._serialized_start=45
   _globals['_PUT']._serialized_end=174
   _globals['_PUT_HEADERSENTRY']._serialized_start=128
   _globals['_PUT_HEADERSENTRY']._serialized_end=174
-  _globals['_TAKE']._serialized_start=176
-  _globals['_TAKE']._serialized_end=200
-  _globals['_COMMIT']._serialized_start=203
-  _globals['_COMMIT']._serialized_end=332
-  _globals['_ROLLBACK']._serialized_start=334
-  _globals['_ROLLBACK']._serialized_end=394
-  _globals['_NOOP']._serialized_start=396
-  _globals['_NOOP']._serialized_end=468
-  _globals['_SEGMENTMETA']._serialized_start=471
-  _globals['_SEGMENTMETA']._serialized_end=639
-  _globals['_CHECKPOINTMETA']._serialized_start=642
-  _globals['_CHECKPOINTMETA']._serialized_end=1333
-  _globals['_CHECKPOINTMETA_LOGREFCOUNTSENTRY']._serialized_start=1282
-  _globals['_CHECKPOINTMETA_LOGREFCOUNTSENTRY']._serialized_end=1333
-  _globals['_INFLIGHTTXN']._serialized_start=1335
-  _globals['_INFLIGHTTXN']._serialized_end=1382
-  _globals['_COMMITMARK']._serialized_start=1384
-  _globals['_COMMITMARK']._serialized_end=1426
-  _globals['_COMMITTAG']._serialized_start=1428
-  _globals['_COMMITTAG']._serialized_end=1510
-  _globals['_INFLIGHT']._serialized_start=1513
-  _globals['_INFLIGHT']._serialized_end=1768
+  _globals['_PUTSVIEW']._serialized_start=176
+  _globals['_PUTSVIEW']._serialized_end=258
+  _globals['_HEADERVIEW']._serialized_start=260
+  _globals['_HEADERVIEW']._serialized_end=313
+  _globals['_TAKE']._serialized_start=315
+  _globals['_TAKE']._serialized_end=339
+  _globals['_COMMIT']._serialized_start=342
+  _globals['_COMMIT']._serialized_end=471
+  _globals['_ROLLBACK']._serialized_start=473
+  _globals['_ROLLBACK']._serialized_end=533
+  _globals['_NOOP']._serialized_start=535
+  _globals['_NOOP']._serialized_end=607
+  _globals['_SEGMENTMETA']._serialized_start=610
+  _globals['_SEGMENTMETA']._serialized_end=778
+  _globals['_CHECKPOINTMETA']._serialized_start=781
+  _globals['_CHECKPOINTMETA']._serialized_end=1472
+  _globals['_CHECKPOINTMETA_LOGREFCOUNTSENTRY']._serialized_start=1421
+  _globals['_CHECKPOINTMETA_LOGREFCOUNTSENTRY']._serialized_end=1472
+  _globals['_INFLIGHTTXN']._serialized_start=1474
+  _globals['_INFLIGHTTXN']._serialized_end=1521
+  _globals['_COMMITMARK']._serialized_start=1523
+  _globals['_COMMITMARK']._serialized_end=1565
+  _globals['_COMMITTAG']._serialized_start=1567
+  _globals['_COMMITTAG']._serialized_end=1649
+  _globals['_INFLIGHT']._serialized_start=1652
+  _globals['_INFLIGHT']._serialized_end=1907
 # @@protoc_insertion_point(module_scope)

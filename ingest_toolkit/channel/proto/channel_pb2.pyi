@@ -31,6 +31,24 @@ class Put(_message.Message):
     headers: _containers.ScalarMap[str, str]
     def __init__(self, body: _Optional[bytes] = ..., headers: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
+class PutsView(_message.Message):
+    __slots__ = ("bodies", "headers")
+    BODIES_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    bodies: _containers.RepeatedScalarFieldContainer[bytes]
+    headers: _containers.RepeatedCompositeFieldContainer[HeaderView]
+    def __init__(self, bodies: _Optional[_Iterable[bytes]] = ..., headers: _Optional[_Iterable[_Union[HeaderView, _Mapping]]] = ...) -> None: ...
+
+class HeaderView(_message.Message):
+    __slots__ = ("key", "value", "end")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: str
+    end: bool
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., end: _Optional[bool] = ...) -> None: ...
+
 class Take(_message.Message):
     __slots__ = ("pointers",)
     POINTERS_FIELD_NUMBER: _ClassVar[int]
