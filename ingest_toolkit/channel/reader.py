@@ -41,30 +41,21 @@ class EventReader:
         return self.read_columns(pointers).events()
 
     def read_columns(self, pointers: list[int]) -> EventColumns:
-        # bodies[i] is the body of a header-less event, None for one whose payload (in
-        # ``payloads``, at position ``at[i]`` of the take) needs the protobuf parse.
+        out = EventColumns()
+        i, n = 0, len(pointers)
+        while i < n:
+            j = _run_end(pointers, i)
+            self._read_run(pointers, i, j, out)  # decoded run by run: memory stays bounded by _RUN_LIMIT
+            i = j
+        return out
+
+    def _read_run(self, pointers: list[int], i: int, j: int, out: EventColumns) -> None:
+        # bodies[k] is the body of a header-less event, None for one whose payload (in
+        # ``payloads``, at position ``at`` of the run) needs the protobuf parse.
         bodies: list[bytes | None] = []
         seqs: list[int] = []
         payloads: list[memoryview] = []
         at: list[int] = []
-        i, n = 0, len(pointers)
-        while i < n:
-            j = _run_end(pointers, i)
-            self._read_run(pointers, i, j, bodies, seqs, payloads, at)
-            i = j
-        if not payloads:
-            return EventColumns(bodies, seqs, [0] * len(bodies))  # type: ignore[arg-type]  # no None left
-        if len(payloads) == len(bodies):
-            return decode_puts(payloads, seqs)
-        parsed = decode_puts(payloads, [seqs[k] for k in at])
-        counts = [0] * len(bodies)
-        for k, body, count in zip(at, parsed.bodies, parsed.header_counts, strict=True):
-            bodies[k] = body
-            counts[k] = count
-        return EventColumns(bodies, seqs, counts, parsed.header_keys, parsed.header_values)  # type: ignore[arg-type]
-
-    def _read_run(self, pointers: list[int], i: int, j: int, bodies: list[bytes | None], seqs: list[int],
-                  payloads: list[memoryview], at: list[int]) -> None:
         log_id = pointers[i] >> 32
         start, last = pointers[i] & _MASK, pointers[j - 1] & _MASK
         file = self._file(log_id)
@@ -109,6 +100,7 @@ class EventReader:
             add_at(len(bodies))
             add_body(None)
             add_payload(payload)
+        _append_run(out, bodies, seqs, payloads, at)
 
     def _file(self, log_id: int) -> File:
         file = self._files.get(log_id)
@@ -135,6 +127,23 @@ class EventReader:
             files, self._files = list(self._files.values()), {}
         for file in files:
             file.close()
+
+
+def _append_run(out: EventColumns, bodies: list[bytes | None], seqs: list[int], payloads: list[memoryview],
+                at: list[int]) -> None:
+    """Decode the payloads of one run together and append the run's events to ``out``."""
+    if not payloads:
+        out.extend(EventColumns(bodies, seqs, [0] * len(bodies)))  # type: ignore[arg-type]  # no None left
+        return
+    if len(payloads) == len(bodies):
+        out.extend(decode_puts(payloads, seqs))
+        return
+    parsed = decode_puts(payloads, [seqs[k] for k in at])
+    counts = [0] * len(bodies)
+    for k, body, count in zip(at, parsed.bodies, parsed.header_counts, strict=True):
+        bodies[k] = body
+        counts[k] = count
+    out.extend(EventColumns(bodies, seqs, counts, parsed.header_keys, parsed.header_values))  # type: ignore[arg-type]
 
 
 def _checked_payload(path: str, buf: bytes, view: memoryview, pos: int, start: int) -> tuple[memoryview, int]:
