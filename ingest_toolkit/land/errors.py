@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import IngestError
 
-__all__ = ["LandingError"]
+__all__ = ["CommitConflict", "LandingError"]
 
 
 class LandingError(IngestError):
@@ -18,3 +18,12 @@ class LandingError(IngestError):
     def __init__(self, message: str, *, channel: str, phase: str, rolled_back: bool) -> None:
         super().__init__(message)
         self.channel, self.phase, self.rolled_back = channel, phase, rolled_back
+
+
+class CommitConflict(LandingError):
+    """Another landing committed some of this batch's events first: a concurrent landing, or a
+    remote take whose lease ran out while Spark wrote and whose events were taken again.
+
+    Nothing of this batch was published; its take is rolled back (if it is still held) and the
+    next run recognises the events that are landed and writes only the rest.
+    """

@@ -1,22 +1,26 @@
-"""One landing run: take -> Parquet in staging -> manifest -> move into partitions -> commit.
+"""One landing run: take -> Parquet in staging -> manifest commit -> moves -> take commit.
 
 Protocol (docs/landing.md has the crash table):
 
 1. *Recover* the channel's landing directory: a staging directory whose manifest exists is a
    batch that was committed but not fully moved: finish the moves (roll forward). One without a
-   manifest is a failed run's leftover: delete it once ``staging_grace_seconds`` old.
+   manifest is a failed run's leftover: delete it once idle for ``staging_grace_seconds``.
 2. *Take* up to ``max_events`` in one take transaction.
-3. *Recognise* redelivered events: seqs that a manifest of this channel identity already
-   records are dropped from the batch (they are in the table already).
-4. *Write* the rest with Spark to ``<channel>/_staging/<batch id>/`` (Spark's job commit).
-5. *Manifest*: list the staged files, choose their final names, write the manifest
-   atomically. This is the commit point of the landed table.
-6. *Move* each file to its final name (idempotent), delete the staging directory.
+3. *Recognise* redelivered events: seqs that a committed manifest of this channel identity
+   holds are dropped from the batch (they are in the table already).
+4. *Write* the rest with Spark to ``<channel>/_staging/<batch id>/`` (Spark's job commit), check
+   that the staged footers hold exactly the batch's rows, and sync the files.
+5. *Commit the manifest* as the next number of the channel's commit log (an exclusive create,
+   :class:`~ingest_toolkit.land.manifest.ManifestLog`): the commit point of the landed table. A
+   commit that another run made meanwhile with some of the same seqs makes this one fail with
+   CommitConflict, and nothing is published.
+6. *Move* each file to its final name (idempotent, never replacing a file), sync, delete the
+   staging directory.
 7. *Commit* the take.
 
-Any failure before 7 rolls the take back. The invariant that makes every crash safe: a file
-reaches a partition directory only after a manifest naming it exists, and a manifest's seqs are
-never written again.
+Any failure before 7 rolls the take back. The invariants that make every crash safe: a file
+reaches a partition directory only after a manifest naming it is committed; a manifest commits
+only seqs that no earlier manifest holds; and both are durable before the take is committed.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -38,9 +42,10 @@ import pyarrow.compute as pc
 from ..errors import TransactionCapacityError
 from .batches import build_table, landed_mask, seq_ranges
 from .config import LandingConfig
-from .errors import LandingError
+from .errors import CommitConflict, LandingError
 from .faults import fault_during, fault_point
-from .manifest import Manifest, ManifestFile, landed_ranges, list_manifest_names, load_manifest, write_manifest
+from .manifest import MANIFEST_DIR, Manifest, ManifestFile, ManifestLog
+from .publish import STAGING_DIR, finish_moves, recover_channel_dir, staged_files
 from .source import TakeBatch, TakeSource
 from .spark import write_parquet
 from .storage import Storage, open_storage
@@ -51,8 +56,6 @@ if TYPE_CHECKING:
 __all__ = ["LandingResult", "finish_moves", "land_once", "recover_channel_dir"]
 
 log = logging.getLogger(__name__)
-
-STAGING_DIR = "_staging"
 _CHANNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -108,7 +111,8 @@ def land_once(source: TakeSource, config: LandingConfig, spark: SparkSession, *,
         rolled_back = _rollback(take)
         if not isinstance(err, Exception):
             raise
-        raise LandingError(f"landing channel {channel!r} failed while {run.phase}: {err}. "
+        failure = CommitConflict if isinstance(err, CommitConflict) else LandingError
+        raise failure(f"landing channel {channel!r} failed while {run.phase}: {err}. "
                            + ("The take was rolled back; the events are still in the channel. "
                               if rolled_back else "Rolling the take back failed too; an agent rolls "
                               "it back when the lease expires. ") + "Fix the cause and run again.",
@@ -145,7 +149,8 @@ class _Run:
         self.phase = "recognising redelivered events"
         seqs = pa.array(columns.seqs, pa.int64())
         bounds = pc.min_max(seqs).as_py()
-        known = landed_ranges(self.store, self.channel, take.channel_id, bounds["min"], bounds["max"])
+        known, newest = ManifestLog(self.store, self.channel).landed_ranges(take.channel_id, bounds["min"],
+                                                                             bounds["max"])
         keep = None
         redelivered = 0
         if known:
@@ -160,89 +165,49 @@ class _Run:
                             ingest_time_us=time.time_ns() // 1000)
         if keep is not None:
             table = table.filter(keep)
-        manifest, uri = self._write(table, take.channel_id, batch_id, config, spark)
+        manifest, uri = self._write(table, take, batch_id, config, spark, newest)
         return _Written(table.num_rows, redelivered, manifest, uri)
 
-    def _write(self, table: pa.Table, channel_id: bytes, batch_id: str, config: LandingConfig,
-               spark: SparkSession) -> tuple[Manifest, str]:
+    def _write(self, table: pa.Table, take: TakeBatch, batch_id: str, config: LandingConfig,
+               spark: SparkSession, newest: int) -> tuple[Manifest, str]:
         staging = f"{self.channel}/{STAGING_DIR}/{batch_id}"
         self.phase = "writing Parquet with Spark"
         with self.write_lock, fault_during("during_write", lambda: self.store.exists(f"{staging}/_temporary")):
             write_parquet(spark, table, self.store.uri(staging), config)
         fault_point("after_write")
-        self.phase = "writing the manifest"
-        manifest = Manifest(channel=self.channel, channel_id=channel_id.hex(), batch_id=batch_id,
-                            seq_ranges=tuple(seq_ranges(table.column("seq").combine_chunks())),
-                            count=table.num_rows,
-                            files=_final_names(self.store, self.channel, batch_id),
-                            created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        manifest = replace(manifest, partitions=_partitions(manifest.files))
-        uri = write_manifest(self.store, self.channel, manifest)
+        self.phase = "checking Spark's output"
+        files = staged_files(self.store, self.channel, batch_id, table.num_rows)
+        draft = Manifest(channel=self.channel, channel_id=take.channel_id.hex(), batch_id=batch_id,
+                         seq_ranges=tuple(seq_ranges(table.column("seq").combine_chunks())),
+                         count=table.num_rows, files=files, partitions=_partitions(files),
+                         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        self.phase = "confirming the take's lease"
+        _confirm_lease(take)
+        self.phase = "committing the manifest"
+        try:
+            manifest = ManifestLog(self.store, self.channel).commit(draft, newest)
+        except CommitConflict:
+            self.store.delete(staging)
+            raise
         fault_point("after_manifest")
         self.phase = "moving files into the partitions"
         finish_moves(self.store, self.channel, manifest)
         fault_point("before_commit")
-        return manifest, uri
-
-
-def _final_names(store: Storage, channel: str, batch_id: str) -> tuple[ManifestFile, ...]:
-    """The staged Parquet files with their final, deterministic names (batch id + ordinal)."""
-    staging = f"{STAGING_DIR}/{batch_id}"
-    staged = sorted((rel, size) for rel, size in store.list_files(f"{channel}/{staging}")
-                    if rel.rsplit("/", 1)[-1].startswith("part-") and rel.endswith(".parquet"))
-    files = []
-    for i, (rel, size) in enumerate(staged):
-        directory, _, name = rel.rpartition("/")
-        suffix = name.split(".", 1)[1]  # c000.snappy.parquet
-        final = f"part-{batch_id}-{i:05d}.{suffix}"
-        files.append(ManifestFile(f"{directory}/{final}" if directory else final, size, f"{staging}/{rel}"))
-    return tuple(files)
+        return manifest, self.store.uri(f"{self.channel}/{MANIFEST_DIR}/{manifest.name}")
 
 
 def _partitions(files: tuple[ManifestFile, ...]) -> tuple[str, ...]:
     return tuple(sorted({f.path.rpartition("/")[0] for f in files if "/" in f.path}))
 
 
-def finish_moves(store: Storage, channel: str, manifest: Manifest) -> None:
-    """Move every file of ``manifest`` from staging to its final name, then drop the staging dir.
-
-    Idempotent: a file already moved (staging copy gone, final present) is skipped, so a crash
-    at any point is finished by running this again.
-    """
-    for i, f in enumerate(manifest.files):
-        src, dst = f"{channel}/{f.staging}", f"{channel}/{f.path}"
-        if store.exists(src):
-            store.move(src, dst)
-        elif not store.exists(dst):
-            raise LandingError(f"manifest {manifest.name} names {dst}, which is neither in staging nor in place: "
-                               "the landed file was deleted by something else", channel=channel,
-                               phase="moving files", rolled_back=False)
-        if i == 0:
-            fault_point("during_moves")
-    store.delete(f"{channel}/{manifest.staging_dir}")
-
-
-def recover_channel_dir(store: Storage, channel: str, grace_seconds: float) -> tuple[int, int]:
-    """Finish committed batches and drop stale leftovers; returns (rolled forward, deleted)."""
-    staged = store.list_dir(f"{channel}/{STAGING_DIR}")
-    if not staged:
-        return 0, 0
-    committed = {_batch_of(name): name for name in list_manifest_names(store, channel)}
-    forward = deleted = 0
-    now = time.time()
-    for batch_id in staged:
-        path = f"{channel}/{STAGING_DIR}/{batch_id}"
-        if batch_id in committed:
-            finish_moves(store, channel, load_manifest(store, channel, committed[batch_id]))
-            forward += 1
-        elif now - store.mtime(path) >= grace_seconds:
-            store.delete(path)
-            deleted += 1
-    return forward, deleted
-
-
-def _batch_of(manifest_name: str) -> str:
-    return manifest_name.removesuffix(".json").split("-", 2)[2]
+def _confirm_lease(take: TakeBatch) -> None:
+    """A leased take is renewed once more before its batch is committed: a take that is already
+    gone (its events may be landing elsewhere) fails the run here, before anything is published.
+    Correctness does not depend on it (the commit log refuses overlapping commits); it spares
+    the table a batch whose take can no longer commit."""
+    extend = getattr(take, "extend", None)
+    if extend is not None and float(getattr(take, "lease_seconds", 0.0) or 0.0) > 0:
+        extend()
 
 
 _gc_lock = threading.Lock()
@@ -272,33 +237,44 @@ def _gc_paused() -> Iterator[None]:
 @contextmanager
 def _lease_kept(take: TakeBatch, max_seconds: float) -> Iterator[None]:
     """Renew a leased take (one with ``extend`` and ``lease_seconds``: a remote take) every third
-    of its lease while the body runs, for at most ``max_seconds`` in all. A renewal that fails
-    (the lease already ran out, the agent is gone) ends the renewals: the take's commit then
-    fails and the batch is redelivered, which the manifests make harmless."""
+    of its lease while the body runs, for at most ``max_seconds`` in all.
+
+    A renewal that fails (the agent restarting, a network blip) is retried every few seconds
+    until the lease it had would have run out; after that the take is gone, the run fails when
+    it confirms the lease before its manifest commit, and the batch is delivered again."""
     extend = getattr(take, "extend", None)
     lease = float(getattr(take, "lease_seconds", 0.0) or 0.0)
     if extend is None or lease <= 0 or max_seconds <= 0:
         yield
         return
     stop = threading.Event()
-    deadline = time.monotonic() + max_seconds
-
-    def renew() -> None:
-        while not stop.wait(lease / 3) and time.monotonic() < deadline:
-            try:
-                extend()
-            except Exception as err:
-                log.warning("renewing the lease of a take failed (%s); its commit will fail and the batch "
-                            "will be delivered again", err)
-                return
-
-    keeper = threading.Thread(target=renew, name="lease-keeper", daemon=True)
+    keeper = threading.Thread(target=_renew, args=(extend, lease, max_seconds, stop), name="lease-keeper",
+                              daemon=True)
     keeper.start()
     try:
         yield
     finally:
         stop.set()
         keeper.join()
+
+
+def _renew(extend: Any, lease: float, max_seconds: float, stop: threading.Event) -> None:
+    now = time.monotonic()
+    give_up, held_until = now + max_seconds, now + lease
+    wait = lease / 3
+    while not stop.wait(wait) and time.monotonic() < give_up:
+        asked = time.monotonic()
+        try:
+            extend()
+        except Exception as err:
+            if time.monotonic() >= held_until:
+                log.warning("renewing the lease of a take failed (%s) and the lease has run out; the batch will "
+                            "fail before its commit and be delivered again", err)
+                return
+            log.warning("renewing the lease of a take failed (%s); retrying", err)
+            wait = min(lease / 10, 5.0)
+            continue
+        held_until, wait = asked + lease, lease / 3
 
 
 def _open_take(source: TakeSource, max_events: int) -> TakeBatch:

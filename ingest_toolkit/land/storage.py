@@ -1,28 +1,45 @@
-"""File operations of the landing outside Spark's own write: manifests, moves, cleanup.
+"""File operations of the landing outside Spark's own write: manifests, moves, syncs, cleanup.
 
-Two implementations of one small interface, both rooted at the landing root URI and taking
-'/'-separated paths relative to it:
+One small interface, rooted at the landing root URI and taking '/'-separated paths relative to
+it, with three implementations:
 
-* :class:`HadoopStorage` calls the Hadoop ``FileSystem`` API in the driver's JVM (through
-  py4j). It reaches exactly what Spark reaches (``file://``, ``hdfs://``, ``s3a://``, ``abfs://``
-  ...) with the same Hadoop configuration and credentials, and assumes nothing about executors
-  sharing a disk with the driver. Manifests are written with ``hsync`` before the rename.
-* :class:`ArrowStorage` uses ``pyarrow.fs`` (local, HDFS through libhdfs, S3, GCS). It is the
-  one that works under Spark Connect, where the client has no JVM.
+* :class:`LocalStorage` for ``file://`` roots: plain system calls, run by the driver (a
+  ``file://`` root on a cluster must be a mount every host shares). It is the only one that
+  makes landed files durable against power loss: ``sync`` fsyncs files and directories, and
+  ``create_exclusive`` publishes a fully synced file under a name with ``link(2)``, which fails
+  atomically when the name exists.
+* :class:`~ingest_toolkit.land.remote_storage.HadoopStorage` calls the Hadoop ``FileSystem`` API
+  in the driver's JVM (py4j): ``hdfs://``, ``s3a://``, ``abfs://`` ... with Spark's own settings.
+* :class:`~ingest_toolkit.land.remote_storage.ArrowStorage` uses ``pyarrow.fs``; it works under
+  Spark Connect, where the client has no JVM.
 
-``auto`` picks Hadoop when the session has a JVM. Both rely on one property of the target file
-system: renaming a file is atomic (true for local file systems and HDFS; on object stores a
-rename is a copy, see docs/landing.md).
+Two operations carry the exactly-once protocol (docs/landing.md):
+
+* ``create_exclusive`` is the commit point: of two landings creating the same manifest name,
+  exactly one succeeds and the other gets :class:`FileExistsError`. Atomic on local file
+  systems and HDFS; a check-then-rename on object stores (see docs/landing.md).
+* ``move`` never replaces its target: two runs finishing the same batch's moves at once cannot
+  delete each other's work.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import unquote, urlparse
 
-from pyarrow import fs as pafs
+__all__ = ["FileInfo", "LocalStorage", "Storage", "open_storage", "tmp_name"]
 
-__all__ = ["ArrowStorage", "HadoopStorage", "Storage", "open_storage"]
+
+@dataclass(frozen=True)
+class FileInfo:
+    path: str  # relative to the listed directory
+    size: int
+    mtime: float  # seconds since the epoch
 
 
 class Storage(Protocol):
@@ -34,21 +51,39 @@ class Storage(Protocol):
 
     def list_dir(self, rel: str) -> list[str]: ...
 
-    def list_files(self, rel: str) -> list[tuple[str, int]]: ...
+    def list_files(self, rel: str) -> list[FileInfo]: ...
 
     def read_bytes(self, rel: str) -> bytes: ...
 
-    def write_atomic(self, rel: str, data: bytes) -> None: ...
+    def create_exclusive(self, rel: str, data: bytes) -> None:
+        """Write ``data`` as ``rel`` if no file has that name, atomically; else FileExistsError."""
 
-    def move(self, src: str, dst: str) -> None: ...
+    def move(self, src: str, dst: str) -> bool:
+        """Rename ``src`` to ``dst``; False (``src`` left alone) when ``dst`` exists already."""
 
     def delete(self, rel: str) -> None: ...
 
     def mtime(self, rel: str) -> float: ...
 
+    def parquet_rows(self, rel: str) -> int:
+        """Rows of a Parquet file, from its footer."""
+
+    def sync(self, files: list[str]) -> None:
+        """Make ``files`` and the directory entries naming them durable (no-op where the file
+        system gives no such call: see each implementation)."""
+
 
 def open_storage(root: str, mode: str = "auto", spark: Any = None) -> Storage:
-    """Storage for ``root``; ``mode`` is ``auto``, ``hadoop`` (needs a classic session) or ``arrow``."""
+    """Storage for ``root``; ``mode`` is ``auto``, ``hadoop`` (needs a classic session) or ``arrow``.
+
+    A ``file://`` root always gets :class:`LocalStorage`, whatever the mode: Hadoop's local file
+    system neither syncs nor refuses to rename over an existing file, and pyarrow's local file
+    system is the same system calls without the syncs.
+    """
+    if root.startswith("file:"):
+        return LocalStorage(root)
+    from .remote_storage import ArrowStorage, HadoopStorage
+
     jvm = _jvm_of(spark) if mode != "arrow" else None
     if mode == "hadoop" and jvm is None:
         raise ValueError("storage 'hadoop' needs a classic SparkSession with a JVM (not Spark Connect); "
@@ -67,140 +102,132 @@ def _jvm_of(spark: Any) -> Any:
         return None
 
 
-def _parent(rel: str) -> str:
-    return rel.rsplit("/", 1)[0] if "/" in rel else ""
-
-
-def _tmp_name(rel: str) -> str:
+def tmp_name(rel: str) -> str:
+    """A hidden sibling of ``rel`` for writing it before it is published."""
     parent, _, name = rel.rpartition("/")
-    return f"{parent}/.{name}.tmp-{secrets.token_hex(4)}" if parent else f".{name}.tmp-{secrets.token_hex(4)}"
+    hidden = f".{name}.tmp-{secrets.token_hex(4)}"
+    return f"{parent}/{hidden}" if parent else hidden
 
 
-class HadoopStorage:
-    """Hadoop FileSystem of the driver JVM (py4j)."""
-
-    def __init__(self, root: str, spark: Any) -> None:
-        self.root = root.rstrip("/")
-        self._jvm = spark._jvm
-        self._conf = spark._jsc.hadoopConfiguration()
-        self._fs = self._path("").getFileSystem(self._conf)
-
-    def uri(self, rel: str) -> str:
-        return f"{self.root}/{rel}" if rel else self.root
-
-    def _path(self, rel: str) -> Any:
-        return self._jvm.org.apache.hadoop.fs.Path(self.uri(rel))
-
-    def exists(self, rel: str) -> bool:
-        return bool(self._fs.exists(self._path(rel)))
-
-    def list_dir(self, rel: str) -> list[str]:
-        path = self._path(rel)
-        if not self._fs.exists(path):
-            return []
-        # The whole listing in one py4j call ("{path,path,...}") instead of one call per entry
-        # (py4j cannot pass a Path[] where Object[] is expected, ArrayUtils takes an Object).
-        # Names with a comma are split apart and never match the names the landing looks for.
-        paths = self._jvm.org.apache.hadoop.fs.FileUtil.stat2Paths(self._fs.listStatus(path))
-        rendered = str(self._jvm.org.apache.commons.lang3.ArrayUtils.toString(paths))
-        return [p.rsplit("/", 1)[-1] for p in rendered.strip("{}").split(",") if p]
-
-    def list_files(self, rel: str) -> list[tuple[str, int]]:
-        path = self._path(rel)
-        if not self._fs.exists(path):
-            return []
-        base = str(self._fs.makeQualified(path).toString()).rstrip("/") + "/"
-        found, files = [], self._fs.listFiles(path, True)
-        while files.hasNext():
-            status = files.next()
-            found.append((str(status.getPath().toString()).removeprefix(base), int(status.getLen())))
-        return found
-
-    def read_bytes(self, rel: str) -> bytes:
-        stream = self._fs.open(self._path(rel))
-        try:
-            return bytes(stream.readAllBytes())
-        finally:
-            stream.close()
-
-    def write_atomic(self, rel: str, data: bytes) -> None:
-        tmp = self._path(_tmp_name(rel))
-        stream = self._fs.create(tmp, True)
-        try:
-            stream.write(bytearray(data))
-            stream.hsync()
-        finally:
-            stream.close()
-        if not self._fs.rename(tmp, self._path(rel)):
-            self._fs.delete(tmp, False)
-            raise OSError(f"rename to {self.uri(rel)} failed (does it exist already?)")
-
-    def move(self, src: str, dst: str) -> None:
-        target = self._path(dst)
-        self._fs.mkdirs(self._path(_parent(dst)))
-        if self._fs.exists(target):
-            self._fs.delete(target, False)
-        if not self._fs.rename(self._path(src), target):
-            raise OSError(f"rename {self.uri(src)} -> {self.uri(dst)} failed")
-
-    def delete(self, rel: str) -> None:
-        self._fs.delete(self._path(rel), True)
-
-    def mtime(self, rel: str) -> float:
-        return int(self._fs.getFileStatus(self._path(rel)).getModificationTime()) / 1000.0
-
-
-class ArrowStorage:
-    """``pyarrow.fs`` file system for the root URI (no JVM needed)."""
+class LocalStorage:
+    """A ``file://`` root, through system calls with fsync."""
 
     def __init__(self, root: str) -> None:
         self.root = root.rstrip("/")
-        self._fs, self._base = pafs.FileSystem.from_uri(self.root)
-        self._base = self._base.rstrip("/")
+        parsed = urlparse(self.root)
+        if parsed.netloc not in ("", "localhost"):
+            raise ValueError(f"{root!r}: a file:// URI with a host is not a local path")
+        self._base = Path(unquote(parsed.path))
 
     def uri(self, rel: str) -> str:
         return f"{self.root}/{rel}" if rel else self.root
 
-    def _p(self, rel: str) -> str:
-        return f"{self._base}/{rel}" if rel else self._base
+    def _p(self, rel: str) -> Path:
+        return self._base / rel if rel else self._base
 
     def exists(self, rel: str) -> bool:
-        return bool(self._fs.get_file_info(self._p(rel)).type != pafs.FileType.NotFound)
+        return self._p(rel).exists()
 
     def list_dir(self, rel: str) -> list[str]:
-        infos = self._fs.get_file_info(pafs.FileSelector(self._p(rel), allow_not_found=True))
-        return [info.base_name for info in infos]
+        try:
+            return sorted(os.listdir(self._p(rel)))
+        except FileNotFoundError:
+            return []
 
-    def list_files(self, rel: str) -> list[tuple[str, int]]:
-        base = self._p(rel).rstrip("/") + "/"
-        infos = self._fs.get_file_info(pafs.FileSelector(self._p(rel), allow_not_found=True, recursive=True))
-        return [(info.path.removeprefix(base), int(info.size)) for info in infos
-                if info.type == pafs.FileType.File]
+    def list_files(self, rel: str) -> list[FileInfo]:
+        base = self._p(rel)
+        found = []
+        for directory, _dirs, names in os.walk(base):
+            for name in names:
+                path = Path(directory) / name
+                try:
+                    st = path.stat()
+                except FileNotFoundError:  # removed while listing
+                    continue
+                found.append(FileInfo(path.relative_to(base).as_posix(), st.st_size, st.st_mtime))
+        return found
 
     def read_bytes(self, rel: str) -> bytes:
-        with self._fs.open_input_stream(self._p(rel)) as stream:
-            return bytes(stream.readall())
+        return self._p(rel).read_bytes()
 
-    def write_atomic(self, rel: str, data: bytes) -> None:
-        tmp = self._p(_tmp_name(rel))
-        self._fs.create_dir(self._p(_parent(rel)), recursive=True)
-        with self._fs.open_output_stream(tmp) as stream:
-            stream.write(data)
-        self._fs.move(tmp, self._p(rel))
+    def create_exclusive(self, rel: str, data: bytes) -> None:
+        target = self._p(rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self._p(tmp_name(rel))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, target)  # the atomic step: fails with EEXIST if the name is taken
+        finally:
+            os.unlink(tmp)
+        _sync_dir(target.parent)
 
-    def move(self, src: str, dst: str) -> None:
-        self._fs.create_dir(self._p(_parent(dst)), recursive=True)
-        if self.exists(dst):
-            self._fs.delete_file(self._p(dst))
-        self._fs.move(self._p(src), self._p(dst))
+    def move(self, src: str, dst: str) -> bool:
+        source, target = self._p(src), self._p(dst)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(source, target)
+        except FileExistsError:
+            return False
+        os.unlink(source)
+        return True
 
     def delete(self, rel: str) -> None:
-        info = self._fs.get_file_info(self._p(rel))
-        if info.type == pafs.FileType.Directory:
-            self._fs.delete_dir(self._p(rel))
-        elif info.type == pafs.FileType.File:
-            self._fs.delete_file(self._p(rel))
+        path = self._p(rel)
+        if path.is_dir() and not path.is_symlink():
+            _remove_tree(path)
+        else:
+            path.unlink(missing_ok=True)
 
     def mtime(self, rel: str) -> float:
-        mtime = self._fs.get_file_info(self._p(rel)).mtime
-        return float(mtime.timestamp()) if mtime is not None else 0.0
+        return self._p(rel).stat().st_mtime
+
+    def parquet_rows(self, rel: str) -> int:
+        import pyarrow.parquet as pq
+
+        return int(pq.read_metadata(self._p(rel)).num_rows)
+
+    def sync(self, files: list[str]) -> None:
+        directories: set[Path] = set()
+        for rel in files:
+            path = self._p(rel)
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            directories.update(_parents_below(path.parent, self._base))
+        for directory in sorted(directories, key=lambda d: len(d.parts), reverse=True):
+            _sync_dir(directory)
+
+
+def _parents_below(directory: Path, base: Path) -> list[Path]:
+    """``directory`` and its parents up to and including ``base``: a new file's entry, and the
+    entries of directories Spark or a move created for it, are durable only once each is synced."""
+    out = [directory]
+    while directory != base and base in directory.parents:
+        directory = directory.parent
+        out.append(directory)
+    return out
+
+
+def _sync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_tree(path: Path) -> None:
+    """``rm -r`` that tolerates entries vanishing underneath it (another run cleaning up)."""
+
+    def gone_already(_func: Any, _path: str, exc: tuple[type[BaseException], BaseException, Any]) -> None:
+        if not isinstance(exc[1], FileNotFoundError):
+            raise exc[1]
+
+    shutil.rmtree(path, onerror=gone_already)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from ingest_toolkit.land import (
     read_manifests,
 )
 from ingest_toolkit.land.source import TakeBatch
+from ingest_toolkit.land.storage import LocalStorage
 
 from .helpers import (
     assert_landed_exactly_once,
@@ -123,26 +125,48 @@ def test_a_fully_redelivered_batch_only_commits(tmp_path: Path, channel: FileCha
 
 def test_spark_failure_rolls_the_take_back(tmp_path: Path, channel: FileChannel, spark: SparkSession) -> None:
     expected = put_events(channel, make_events(150))
-    blocker = tmp_path / "not-a-dir"
-    blocker.write_text("a file where the landing root's parent should be")
-    with pytest.raises(LandingError) as err:
-        land_once(InProcessSource(channel, "events"), landing_config(blocker / "landing"), spark)
-    assert err.value.rolled_back and err.value.channel == "events"
-    assert "rolled back" in str(err.value) and "events are still in the channel" in str(err.value)
-    assert len(channel) == 150
+    root = tmp_path / "landing"
+    (root / "events").mkdir(parents=True)
+    (root / "events" / "_staging").write_text("a file where Spark's staging directory must go")
+    with pytest.raises(LandingError) as err:  # recover=False: recovery would refuse the layout before taking
+        land_once(InProcessSource(channel, "events"), landing_config(root), spark, recover=False)
+    assert err.value.phase == "writing Parquet with Spark" and err.value.rolled_back
+    assert err.value.channel == "events" and "events are still in the channel" in str(err.value)
+    assert len(channel) == 150 and read_manifests(str(root), "events") == []
     with channel.transaction() as tx:
         assert [e.seq for e in tx.take(150)] == sorted(expected)  # all back, in order
 
 
-def test_write_failure_after_the_take_rolls_back(tmp_path: Path, channel: FileChannel, spark: SparkSession) -> None:
-    put_events(channel, make_events(80))
+def test_a_broken_landing_root_fails_before_taking(tmp_path: Path, channel: FileChannel, spark: SparkSession) -> None:
+    put_events(channel, make_events(10))
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the landing root's parent should be")
+    with pytest.raises(LandingError, match="Not a directory") as err:
+        land_once(InProcessSource(channel, "events"), landing_config(blocker / "landing"), spark)
+    assert err.value.phase == "recovering earlier runs" and "nothing was taken" in str(err.value)
+    assert len(channel) == 10
+
+
+def test_a_full_disk_at_the_manifest_commit_rolls_back_and_publishes_nothing(
+        tmp_path: Path, channel: FileChannel, spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = put_events(channel, make_events(80))
     root = tmp_path / "landing"
-    (root / "events" / "_staging").mkdir(parents=True)
-    (root / "events" / "_manifests").write_text("in the way")  # staging works, the manifest cannot be written
-    with pytest.raises(LandingError) as err:
-        land_once(InProcessSource(channel, "events"), landing_config(root), spark)
-    assert err.value.phase == "writing the manifest" and err.value.rolled_back
+
+    def disk_full(self: LocalStorage, rel: str, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", rel)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(LocalStorage, "create_exclusive", disk_full)
+        with pytest.raises(LandingError, match="No space left on device") as err:
+            land_once(InProcessSource(channel, "events"), landing_config(root), spark)
+    assert err.value.phase == "committing the manifest" and err.value.rolled_back
     assert len(channel) == 80 and read_landed(root, "events").num_rows == 0
+    assert read_manifests(str(root), "events") == []
+    assert len(list((root / "events" / "_staging").iterdir())) == 1  # the failed run's files: unpublished
+    retry = landing_config(root, staging_grace_seconds=0)  # space again; the leftover counts as idle
+    result = land_once(InProcessSource(channel, "events"), retry, spark)
+    assert result.events == 80 and not list((root / "events" / "_staging").iterdir())
+    assert_landed_exactly_once(read_landed(root, "events"), expected, channel.channel_id)
 
 
 def test_arrow_storage_lands_the_same(tmp_path: Path, channel: FileChannel, spark: SparkSession) -> None:

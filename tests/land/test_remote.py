@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ingest_toolkit.channel import FileChannel
-from ingest_toolkit.land import LandingError, land_once
+from ingest_toolkit.land import LandingError, LandingResult, land_once, read_manifests
+from ingest_toolkit.land.errors import CommitConflict
 from ingest_toolkit.rpc.client import AgentClient, RemoteSource
 from ingest_toolkit.rpc.server import start_server
 from ingest_toolkit.rpc.service import AgentService
@@ -88,10 +90,68 @@ def test_a_write_longer_than_the_lease_keeps_its_take_while_renewing(
     if renew:
         result = land_once(source, config, spark, write_lock=_SlowWrite(2.0))
         assert result.events == 200 and len(ch) == 0
-    else:  # the agent rolled the take back mid-write: the batch is landed, the commit fails, a retry only commits
-        with pytest.raises(LandingError) as err:
+    else:  # the agent rolled the take back mid-write: the run finds out before its manifest, publishes nothing
+        with pytest.raises(LandingError, match="lease") as err:
             land_once(source, config, spark, write_lock=_SlowWrite(2.0))
-        assert err.value.phase == "commit" and len(ch) == 200
+        assert err.value.phase == "confirming the take's lease" and len(ch) == 200
+        assert not (tmp_path / "landing" / "events" / "_manifests").exists()
         retry = land_once(source, config, spark)
-        assert retry.events == 0 and retry.redelivered == 200 and len(ch) == 0
+        assert retry.events == 200 and retry.redelivered == 0 and len(ch) == 0
     assert_landed_exactly_once(read_landed(tmp_path / "landing", "events"), expected, ch.channel_id)
+
+
+class _HoldUntil:
+    """A write lock that holds the Spark write back until ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def __enter__(self) -> None:
+        self.entered.set()
+        assert self.release.wait(60), "the test never released the write"
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+@pytest.mark.parametrize("lease_check", [True, False])
+def test_a_take_whose_lease_ran_out_mid_write_is_never_landed_twice(
+        tmp_path: Path, agent: tuple[FileChannel, AgentClient], spark: SparkSession,
+        monkeypatch: pytest.MonkeyPatch, lease_check: bool) -> None:
+    """Landing A's lease runs out while its write is held back; landing B takes the same events
+    and lands them; then A writes. Either A's lease check stops it before its manifest, or (check
+    switched off) the manifest commit log refuses A's overlapping commit."""
+    if not lease_check:
+        monkeypatch.setattr("ingest_toolkit.land.landing._confirm_lease", lambda take: None)
+    ch, client = agent
+    expected = put_events(ch, make_events(200))
+    root = tmp_path / "landing"
+    config = landing_config(root, lease_renewal_max_seconds=0.0)
+    hold, outcome = _HoldUntil(), dict[str, LandingResult | LandingError]()
+
+    def landing_a() -> None:
+        try:
+            outcome["a"] = land_once(RemoteSource(client, "events", lease_seconds=0.5), config, spark, write_lock=hold)
+        except LandingError as err:
+            outcome["a"] = err
+
+    thread = threading.Thread(target=landing_a)
+    thread.start()
+    assert hold.entered.wait(60)
+    deadline = time.monotonic() + 20
+    while len(ch) < 200:  # the agent rolls A's take back when its lease runs out
+        assert time.monotonic() < deadline, "the lease never ran out"
+        time.sleep(0.05)
+    b = land_once(RemoteSource(client, "events", lease_seconds=60.0), config, spark)
+    assert b.events == 200 and len(ch) == 0
+    hold.release.set()
+    thread.join(120)
+    a = outcome["a"]
+    assert isinstance(a, LandingError)
+    if lease_check:
+        assert a.phase == "confirming the take's lease"
+    else:
+        assert isinstance(a, CommitConflict) and a.phase == "committing the manifest"
+    assert [m.count for m in read_manifests(str(root), "events")] == [200]
+    assert not list((root / "events" / "_staging").iterdir()) or lease_check  # a conflict cleans up at once
+    assert_landed_exactly_once(read_landed(root, "events"), expected, ch.channel_id)

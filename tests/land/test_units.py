@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,18 +21,11 @@ from ingest_toolkit.land import (
     InProcessSource,
     LandingConfig,
     LandingError,
-    Manifest,
-    ManifestFile,
     build_table,
     event_id,
     load_landing_config,
-    read_manifests,
-    recover_channel_dir,
 )
 from ingest_toolkit.land.batches import event_ids, landed_mask, seq_ranges
-from ingest_toolkit.land.landing import finish_moves
-from ingest_toolkit.land.manifest import landed_ranges, write_manifest
-from ingest_toolkit.land.storage import ArrowStorage, open_storage
 
 from .helpers import BASE_MILLIS, channel_settings, make_events, put_events
 
@@ -113,65 +105,6 @@ def test_config_errors_name_the_key(tmp_path: Path) -> None:
     assert err.value.key == "spark.remote"
     with pytest.raises(ConfigError):
         load_landing_config(tmp_path / "missing.toml")
-
-
-def _manifest(batch: str, ranges: tuple[tuple[int, int], ...], files: tuple[ManifestFile, ...] = (),
-              cid: bytes = CID) -> Manifest:
-    return Manifest(channel="ch", channel_id=cid.hex(), batch_id=batch, seq_ranges=ranges,
-                    count=sum(b - a + 1 for a, b in ranges), files=files, created="2026-01-01T00:00:00Z")
-
-
-def test_manifests_round_trip_and_lookup_by_seq_span(tmp_path: Path) -> None:
-    store = ArrowStorage(tmp_path.as_uri())
-    write_manifest(store, "ch", _manifest("b1", ((100, 199),)))
-    write_manifest(store, "ch", _manifest("b2", ((200, 250), (260, 299))))
-    write_manifest(store, "ch", _manifest("b3", ((150, 160),), cid=bytes(16)))  # another channel identity
-    (tmp_path / "ch" / "_manifests" / ".x.json.tmp-1").write_text("{partial")  # interrupted write: ignored
-    assert [m.batch_id for m in read_manifests(str(tmp_path), "ch")] == ["b1", "b3", "b2"]
-    assert landed_ranges(store, "ch", CID, 190, 205) == [(100, 199), (200, 250)]
-    assert landed_ranges(store, "ch", CID, 300, 400) == []
-    m = read_manifests(tmp_path.as_uri(), "ch")[0]
-    assert m.first_seq == 100 and m.last_seq == 199 and m.count == 100
-    assert m.event_id_ranges == [(event_id(CID, 100), event_id(CID, 199))]
-
-
-def _staged(tmp_path: Path, batch: str, names: list[str]) -> tuple[ManifestFile, ...]:
-    files = []
-    for i, name in enumerate(names):
-        staged = tmp_path / "ch" / "_staging" / batch / "event_date=2026-01-01" / "event_hour=00" / name
-        staged.parent.mkdir(parents=True, exist_ok=True)
-        staged.write_bytes(b"data" + name.encode())
-        partition = "event_date=2026-01-01/event_hour=00"
-        files.append(ManifestFile(f"{partition}/part-{batch}-{i:05d}.parquet", staged.stat().st_size,
-                                  f"_staging/{batch}/{partition}/{name}"))
-    return tuple(files)
-
-
-def test_recovery_rolls_committed_batches_forward_and_drops_stale_leftovers(tmp_path: Path) -> None:
-    store = ArrowStorage(tmp_path.as_uri())
-    files = _staged(tmp_path, "done", ["part-0.parquet", "part-1.parquet"])
-    manifest = _manifest("done", ((1, 10),), files)
-    write_manifest(store, "ch", manifest)
-    store.move(f"ch/{files[0].staging}", f"ch/{files[0].path}")  # crashed after the first move
-    _staged(tmp_path, "failed", ["part-0.parquet"])  # a failed run: no manifest
-    assert recover_channel_dir(store, "ch", grace_seconds=3600) == (1, 0)  # leftover too young
-    assert sorted(p.name for p in (tmp_path / "ch" / "event_date=2026-01-01" / "event_hour=00").iterdir()) == [
-        "part-done-00000.parquet", "part-done-00001.parquet"]
-    assert sorted(p.name for p in (tmp_path / "ch" / "_staging").iterdir()) == ["failed"]
-    old = time.time() - 7200
-    os.utime(tmp_path / "ch" / "_staging" / "failed", (old, old))
-    assert recover_channel_dir(store, "ch", grace_seconds=3600) == (0, 1)
-    assert list((tmp_path / "ch" / "_staging").iterdir()) == []
-    finish_moves(store, "ch", manifest)  # idempotent once done
-    (tmp_path / "ch" / files[1].path).unlink()
-    with pytest.raises(LandingError, match="neither in staging nor in place"):
-        finish_moves(store, "ch", manifest)
-
-
-def test_open_storage_without_a_jvm_is_arrow(tmp_path: Path) -> None:
-    assert isinstance(open_storage(tmp_path.as_uri(), "auto", None), ArrowStorage)
-    with pytest.raises(ValueError, match="hadoop"):
-        open_storage(tmp_path.as_uri(), "hadoop", None)
 
 
 def test_in_process_source_caps_takes_at_transaction_capacity(tmp_path: Path) -> None:
