@@ -6,9 +6,14 @@
 * ``GET /metrics``: Prometheus text format 0.0.4 (see :mod:`ingest_toolkit.collect.metrics`).
 * ``GET /status``: a JSON document (channels' stats, sources' stats, bound ports).
 
-``/metrics`` and ``/status`` require ``Authorization: Bearer <token>`` when the admin
-``security.token_env`` is set. The server is the standard library's threading HTTP server
-(optionally wrapped in TLS): scrapes are rare and small, so it needs nothing faster.
+Every path but ``/healthz`` requires ``Authorization: Bearer <token>`` when the admin
+``security.token_env`` is set; the token is checked before the path is looked at (an unknown
+path is 404 for an authenticated request only), and every refusal is logged at WARNING with the
+client address and the path. The server is the standard library's threading HTTP server: scrapes
+are rare and small, so it needs nothing faster. With TLS each connection's handshake runs in its
+own thread under ``CONNECTION_TIMEOUT`` (see :mod:`.http_server`), so a client that connects and
+stalls cannot block the others. A non-loopback address without TLS and a token is logged as a
+warning at start.
 """
 
 from __future__ import annotations
@@ -17,16 +22,18 @@ import json
 import logging
 import threading
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
-from ..security import SecuritySettings, bearer_ok, load_token, server_ssl_context
+from ..security import SecuritySettings, bearer_ok, load_token, server_ssl_context, warn_if_exposed
+from .http_server import ConnectionHandler, TlsHttpServer, refusal
 
 __all__ = ["AdminServer", "AgentView"]
 
 log = logging.getLogger("ingest_toolkit.collect.admin")
 
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CONNECTION_TIMEOUT = 10.0  # seconds: socket timeout of a connection, the TLS handshake included
+PATHS = ("/healthz", "/metrics", "/status")
 
 
 class AgentView(Protocol):
@@ -46,10 +53,10 @@ class AdminServer:
 
     def __init__(self, agent: AgentView, *, host: str, port: int, security: SecuritySettings) -> None:
         token = load_token(security, key="agent.admin.security.token_env")
-        self._server = _Server((host, port), _handler(agent, token))
-        if security.tls is not None:
-            context = server_ssl_context(security.tls)
-            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+        context = server_ssl_context(security.tls) if security.tls is not None else None
+        self._server = TlsHttpServer((host, port), _handler(agent, token), context=context,
+                                     connection_timeout=CONNECTION_TIMEOUT, log=log, what="admin endpoint")
+        warn_if_exposed(log, "admin endpoint", host, tls=context is not None, token=token is not None)
         self.host, self.port = host, int(self._server.server_address[1])
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
                                         name="agent-admin", daemon=True)
@@ -63,15 +70,9 @@ class AdminServer:
         self._server.server_close()
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-def _handler(agent: AgentView, token: str | None) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+def _handler(agent: AgentView, token: str | None) -> type[ConnectionHandler]:
+    class Handler(ConnectionHandler):
         server_version = "ingest-toolkit-agent"
-        protocol_version = "HTTP/1.1"
 
         def do_GET(self) -> None:  # noqa: N802 (the http.server naming)
             path = self.path.split("?", 1)[0]
@@ -79,16 +80,23 @@ def _handler(agent: AgentView, token: str | None) -> type[BaseHTTPRequestHandler
                 reasons = agent.health()
                 body = {"status": "unhealthy", "reasons": reasons} if reasons else {"status": "ok"}
                 self._send(HTTPStatus.SERVICE_UNAVAILABLE if reasons else HTTPStatus.OK, _json(body))
-            elif path not in ("/metrics", "/status"):
-                self._send(HTTPStatus.NOT_FOUND, _json({"error": f"no such path {path}",
-                                                        "paths": ["/healthz", "/metrics", "/status"]}))
-            elif not bearer_ok(self.headers.get("Authorization"), token):
+            elif not self._authenticated(path):
                 self._send(HTTPStatus.UNAUTHORIZED, _json({"error": "missing or wrong bearer token"}),
                            extra={"WWW-Authenticate": "Bearer"})
+            elif path not in PATHS:
+                self._send(HTTPStatus.NOT_FOUND, _json({"error": f"no such path {path}", "paths": list(PATHS)}))
             elif path == "/metrics":
                 self._send(HTTPStatus.OK, agent.metrics_text().encode(), content_type=METRICS_CONTENT_TYPE)
             else:
                 self._send(HTTPStatus.OK, _json(agent.status()))
+
+        def _authenticated(self, path: str) -> bool:
+            authorization = self.headers.get("Authorization")
+            if bearer_ok(authorization, token):
+                return True
+            log.warning("admin endpoint: refused GET %r from %s: %s", path[:200], self.client_address[0],
+                        refusal(authorization))
+            return False
 
         def _send(self, status: HTTPStatus, body: bytes, *, content_type: str = "application/json",
                   extra: dict[str, str] | None = None) -> None:

@@ -221,7 +221,8 @@ class Agent:
         self.service = AgentService(self.channels, put, token=token,
                                     default_lease_seconds=grpc_settings.default_lease_seconds,
                                     max_lease_seconds=grpc_settings.max_lease_seconds,
-                                    max_open_transactions=grpc_settings.max_open_transactions)
+                                    max_open_transactions=grpc_settings.max_open_transactions,
+                                    observe=self.metrics.record_remote)
         self.grpc = start_server(self.service, host=grpc_settings.host, port=grpc_settings.port,
                                  tls=self.config.agent.security.tls,
                                  max_message_bytes=grpc_settings.max_message_bytes)
@@ -386,11 +387,16 @@ def _channel_families(channels: Mapping[str, FileChannel]) -> list[Family]:
 
 
 def _source_families(sources: Mapping[str, Source]) -> list[Family]:
-    up, stats = [], []
+    up, errors, stats = [], [], []
     for name, source in sources.items():
         up.append(Sample("ingest_source_up", {"source": name}, 0 if _source_problem(source) else 1))
-        for key, value in sorted(_safe(source.stats).items()):
+        values = _safe(source.stats)
+        errors.append(Sample("ingest_source_errors_total", {"source": name}, float(values.get("errors", 0))))
+        for key, value in sorted(values.items()):
             if isinstance(value, int | float) and not isinstance(value, bool):
                 stats.append(Sample("ingest_source_stat", {"source": name, "stat": key}, float(value)))
     return [("ingest_source_up", "gauge", "1 when the source is running.", up),
+            ("ingest_source_errors_total", "counter", "Errors the source counted (stats() 'errors'): puts failed "
+             "for a non-transient reason, spool files that failed or changed while read, HTTP 500 answers, "
+             "unexpected errors of its worker.", errors),
             ("ingest_source_stat", "gauge", "Numeric values the source reports in stats().", stats)]

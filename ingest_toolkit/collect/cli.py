@@ -150,21 +150,27 @@ def agent_command(conf_path: Path, log_level: str | None, check: bool) -> None:
 @click.option("--token-env", help="Environment variable holding the bearer token.")
 @click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="CA certificate (PEM) to verify the agent's TLS certificate; enables TLS.")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Client certificate (PEM) for an agent that requires one (mutual TLS); needs --tls-key.")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Unencrypted private key (PEM) of --tls-cert.")
 @click.option("--retries", default=5, show_default=True, type=click.IntRange(0, 100),
               help="Retries of a batch on a transient error (agent unreachable, channel full).")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 def send_command(files: tuple[Path, ...], address: str, ports_file: Path | None, channel: str | None,
                  batch_size: int, batch_prefix: str | None, headers: tuple[str, ...], token_env: str | None,
-                 tls_ca: Path | None, retries: int, as_json: bool) -> None:
+                 tls_ca: Path | None, tls_cert: Path | None, tls_key: Path | None, retries: int,
+                 as_json: bool) -> None:
     """Send the lines of FILES (or of stdin) to an agent, one event per line (newline removed)."""
     token = _token(token_env)
+    tls = _Tls(tls_ca, tls_cert, tls_key)
     if batch_prefix is not None and not 0 < len(batch_prefix.encode()) <= 100:
         raise click.UsageError("--batch-id: the prefix must be 1 to 100 bytes (batch ids are at most 128)")
     def resolve() -> str:  # a ports file is re-read before each retry: the agent may restart on a new port
         return f"127.0.0.1:{_grpc_port(ports_file)}" if ports_file is not None else address
 
     header_map = _headers(headers)
-    sender = _Sender(resolve, token=token, tls_ca=tls_ca, channel=channel, retries=retries,
+    sender = _Sender(resolve, token=token, tls=tls, channel=channel, retries=retries,
                      prefix=batch_prefix or f"send-{uuid.uuid4().hex}")
     try:
         for batch in _batches(files, batch_size, header_map):
@@ -192,6 +198,20 @@ def _token(token_env: str | None) -> str | None:
     if not token:
         raise click.UsageError(f"--token-env {token_env}: the variable is unset or empty")
     return token
+
+
+class _Tls:
+    """The TLS files of ``send``, checked once up front: a wrong file is a usage error naming the
+    option (not a failed handshake at the first batch)."""
+
+    def __init__(self, ca: Path | None, cert: Path | None, key: Path | None) -> None:
+        from ..security import load_client_tls
+
+        try:
+            load_client_tls(ca, cert, key, names={"ca": "--tls-ca", "cert": "--tls-cert", "key": "--tls-key"})
+        except ConfigError as err:
+            raise click.UsageError(str(err)) from None
+        self.ca, self.cert, self.key = ca, cert, key
 
 
 def _grpc_port(ports_file: Path) -> int:
@@ -238,13 +258,14 @@ def _streams(files: tuple[Path, ...]) -> Iterator[IO[bytes]]:
 class _Sender:
     """Puts batches with ids ``<prefix>-<n>``; a transient failure retries the same id (safe)."""
 
-    def __init__(self, resolve: Callable[[], str], *, token: str | None, tls_ca: Path | None,
+    def __init__(self, resolve: Callable[[], str], *, token: str | None, tls: _Tls,
                  channel: str | None, retries: int, prefix: str) -> None:
         from ..rpc.client import AgentClient
 
         self.prefix, self._channel, self._retries = prefix, channel, retries
         self._resolve = resolve
-        self._connect: Callable[[str], AgentClient] = lambda address: AgentClient(address, token=token, tls_ca=tls_ca)
+        self._connect: Callable[[str], AgentClient] = lambda address: AgentClient(
+            address, token=token, tls_ca=tls.ca, tls_cert=tls.cert, tls_key=tls.key)
         self.address = resolve()
         self._client = self._connect(self.address)
         self.counts = {"batches": 0, "events": 0, "accepted": 0, "duplicate_batches": 0, "duplicate_events": 0}
@@ -291,5 +312,5 @@ def _explain(err: IngestError, address: str) -> str:
 
     if isinstance(err, AgentUnavailableError):
         return (f"cannot reach the agent at {address}: {err}. Is it running? Check --agent (or --ports-file) "
-                "and, for a TLS agent, --tls-ca")
+                "and, for a TLS agent, --tls-ca (and --tls-cert/--tls-key if it requires client certificates)")
     return f"{type(err).__name__}: {err}"

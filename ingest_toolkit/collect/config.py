@@ -39,6 +39,7 @@ from ..security import SecuritySettings
 from .interceptors import InterceptorSettings, build_interceptors
 from .selectors import build_selector
 from .sources.base import SourceSettings
+from .sources.spool_settings import SpoolDirSettings
 
 __all__ = ["AdminSettings", "AgentConfig", "AgentSettings", "GrpcSettings", "load_agent_config"]
 
@@ -129,6 +130,7 @@ def load_agent_config(path: str | os.PathLike[str], *, environ: Mapping[str, str
     sources = _validate_sources(document.get("sources", {}), base, problems)
     if core is not None:
         _cross_check(core, sources, problems)
+        _check_directories(core, sources, base, problems)
     if problems:
         raise ConfigError(f"invalid agent configuration {path}: " + "; ".join(f"{k}: {m}" for k, m in problems),
                           key=problems[0][0])
@@ -233,16 +235,47 @@ def _cross_check(core: _Core, sources: Mapping[str, SourceSettings], problems: l
         if _check_names(f"sources.{name}.channels", names, known, problems):
             _check_routing(f"sources.{name}", settings, names, problems)
     _check_names("agent.grpc.channels", core.agent.grpc.channels, known, problems)
-    owners: dict[str, str] = {}
-    for name, channel in core.channels.items():
-        dirs = [("checkpoint_dir", channel.checkpoint_dir), *(("data_dirs", d) for d in channel.data_dirs)]
-        for key, directory in dirs:
-            real = os.path.realpath(directory)
-            if real in owners:
-                problems.append((f"channels.{name}.{key}", f"directory {directory} is also used by {owners[real]}"))
-            owners.setdefault(real, f"channels.{name}")
     if core.agent.grpc.max_lease_seconds < core.agent.grpc.default_lease_seconds:
         problems.append(("agent.grpc.max_lease_seconds", "must be >= default_lease_seconds"))
+
+
+def _check_directories(core: _Core, sources: Mapping[str, SourceSettings], base: Path,
+                       problems: list[tuple[str, str]]) -> None:
+    """Directories with one owner each: channels never share one, the agent's state directory
+    overlaps no channel directory (both are locked, and the second lock would fail with a
+    confusing "locked by" this very process), two spool sources never read the same directory
+    (every file would be ingested twice)."""
+    owners: dict[str, str] = {}
+    channel_dirs = [(f"channels.{name}.{key}", directory) for name, channel in core.channels.items()
+                    for key, directory in [("checkpoint_dir", channel.checkpoint_dir),
+                                           *(("data_dirs", d) for d in channel.data_dirs)]]
+    for key, directory in channel_dirs:
+        real = os.path.realpath(directory)
+        if real in owners:
+            problems.append((key, f"directory {directory} is also used by {owners[real]}"))
+        owners.setdefault(real, key)
+    state_dir = base / core.agent.state_dir
+    for key, directory in channel_dirs:
+        relation = _overlap(os.path.realpath(state_dir), os.path.realpath(directory))
+        if relation:
+            problems.append(("agent.state_dir", f"{state_dir} {relation} {key} ({directory}); the agent's state "
+                                                "directory and the channel directories must not overlap"))
+    spool_dirs: dict[str, str] = {}
+    for name, settings in sources.items():
+        if isinstance(settings, SpoolDirSettings):
+            real = os.path.realpath(settings.dir)
+            if real in spool_dirs:
+                problems.append((f"sources.{name}.dir", f"{settings.dir} is also the dir of {spool_dirs[real]}: every "
+                                 "file would be ingested by both sources and stored twice"))
+            spool_dirs.setdefault(real, f"sources.{name}")
+
+
+def _overlap(path: str, other: str) -> str | None:
+    """How ``path`` relates to ``other`` ("is", "is inside", "contains"), or None when they are apart."""
+    if path == other:
+        return "is"
+    common = os.path.commonpath([path, other])
+    return "is inside" if common == other else "contains" if common == path else None
 
 
 def _check_names(key: str, names: list[str], known: list[str], problems: list[tuple[str, str]]) -> bool:

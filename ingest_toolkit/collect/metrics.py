@@ -11,10 +11,12 @@ channel's lock. Metric families::
     ingest_pipeline_events_total / _batches_total / _duplicate_batches_total            {pipeline}
     ingest_pipeline_errors_total                                                  {pipeline,error}
     ingest_pipeline_put_seconds (histogram: one put_batch, commits of every channel)    {pipeline}
-    ingest_source_up                                                                      {source}
+    ingest_remote_take_seconds (histogram: a take request served over gRPC)              {channel}
+    ingest_remote_commit_seconds (histogram: the commit of a remote take transaction)    {channel}
+    ingest_source_up / ingest_source_errors_total                                         {source}
     ingest_source_stat                         {source,stat}  (numeric values of Source.stats())
 
-A pipeline is one source (named like it) or ``grpc`` / ``grpc:<channel>`` for remote puts.
+A pipeline is one source (named like it) or ``grpc`` for remote puts.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ class MetricsRegistry:
         self._duplicates: dict[str, int] = defaultdict(int)
         self._errors: dict[tuple[str, str], int] = defaultdict(int)
         self._latency: dict[str, Histogram] = defaultdict(Histogram)
+        self._remote: dict[tuple[str, str], Histogram] = defaultdict(Histogram)  # (op, channel)
 
     def record_put(self, pipeline: str, *, events: int, seconds: float, duplicate: bool) -> None:
         with self._lock:
@@ -85,6 +88,12 @@ class MetricsRegistry:
             self._batches[pipeline] += 1
             self._duplicates[pipeline] += int(duplicate)
             self._latency[pipeline].observe(seconds)
+
+    def record_remote(self, op: str, channel: str, seconds: float) -> None:
+        """A remote take (``op="take"``) or take-transaction commit (``op="commit"``) served by the
+        gRPC API (the signature of ``AgentService``'s ``observe``)."""
+        with self._lock:
+            self._remote[(op, channel)].observe(seconds)
 
     def record_error(self, pipeline: str, error: str) -> None:
         with self._lock:
@@ -103,6 +112,9 @@ class MetricsRegistry:
         with self._lock:
             latency = [s for p, h in sorted(self._latency.items()) for s in h.samples(
                 "ingest_pipeline_put_seconds", {"pipeline": p})]
+            remote = {op: [s for (o, c), h in sorted(self._remote.items()) if o == op
+                           for s in h.samples(f"ingest_remote_{op}_seconds", {"channel": c})]
+                      for op in ("take", "commit")}
             return [
                 ("ingest_pipeline_events_total", "counter", "Events accepted (after interceptors).",
                  _per("ingest_pipeline_events_total", "pipeline", self._events)),
@@ -115,6 +127,10 @@ class MetricsRegistry:
                   for (p, e), n in sorted(self._errors.items())]),
                 ("ingest_pipeline_put_seconds", "histogram",
                  "Duration of one put_batch: interceptors and the durable commit of every target channel.", latency),
+                ("ingest_remote_take_seconds", "histogram",
+                 "A take request served over gRPC: taking from the channel and filling the chunks.", remote["take"]),
+                ("ingest_remote_commit_seconds", "histogram",
+                 "The commit of a take transaction over gRPC (durable removal of the taken events).", remote["commit"]),
             ]
 
 

@@ -13,16 +13,15 @@ channel handles a remote one the same way.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import grpc
 
 from ..channel import Event, EventColumns, TxnState
 from ..errors import TransactionCapacityError
+from ..security import PathArg, load_client_tls
 from .adapter import RemoteChannel
 from .errors import RequestTooLargeError, from_rpc_error
 from .proto import agent_pb2 as pb
@@ -95,12 +94,17 @@ class AgentClient:
 
     ``token``: bearer token sent with every call. ``tls_ca``: PEM file of the CA (or the
     self-signed certificate) that signed the agent's certificate; it turns TLS on.
-    ``tls_server_name`` overrides the name checked against the certificate.
-    ``max_message_bytes`` must not exceed the agent's: requests larger than it are refused here,
-    before they are sent.
+    ``tls_cert`` and ``tls_key``: this client's certificate and unencrypted private key (PEM), for
+    an agent that requires client certificates (``client_ca_file``); they turn TLS on too (with
+    the system's CAs when ``tls_ca`` is not given). The files are read and checked here: an
+    unreadable file, a key that is not the certificate's, or one without the other is a
+    ConfigError naming the parameter. ``tls_server_name`` overrides the name checked against the
+    agent's certificate. ``max_message_bytes`` must not exceed the agent's: requests larger than
+    it are refused here, before they are sent.
     """
 
-    def __init__(self, address: str, *, token: str | None = None, tls_ca: str | os.PathLike[str] | None = None,
+    def __init__(self, address: str, *, token: str | None = None, tls_ca: PathArg | None = None,
+                 tls_cert: PathArg | None = None, tls_key: PathArg | None = None,
                  tls_server_name: str | None = None, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  timeout: float = 60.0) -> None:
         options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", -1),
@@ -109,8 +113,11 @@ class AgentClient:
                                           ("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 10_000)]
         if tls_server_name:
             options.append(("grpc.ssl_target_name_override", tls_server_name))
-        if tls_ca is not None:
-            credentials = grpc.ssl_channel_credentials(root_certificates=Path(tls_ca).read_bytes())
+        if tls_ca is not None or tls_cert is not None or tls_key is not None:
+            files = load_client_tls(tls_ca, tls_cert, tls_key)
+            credentials = grpc.ssl_channel_credentials(root_certificates=files.root_certificates,
+                                                       private_key=files.private_key,
+                                                       certificate_chain=files.certificate_chain)
             self._grpc: grpc.Channel = grpc.secure_channel(address, credentials, options=options)
         else:
             self._grpc = grpc.insecure_channel(address, options=options)

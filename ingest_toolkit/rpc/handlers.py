@@ -21,7 +21,10 @@ PutHandler = Callable[[str | None, list[Event], str | None], PutResult]
 
 Must return only once the events are committed (durable), and raise the toolkit's errors
 (ChannelFullError, EventTooLargeError, ...) otherwise. With a batch id it must not store a batch
-whose id was already committed (report ``duplicate=True`` instead)."""
+whose id was already committed: it reports ``duplicate=True`` instead, with ``accepted`` the
+batch's event count (they are stored, by the earlier call) and no ``channels`` (this call
+committed to none), as :meth:`Pipeline.put_batch <ingest_toolkit.collect.pipeline.Pipeline.put_batch>`
+does for the agent."""
 
 
 def channel_put_handler(channels: Mapping[str, FileChannel], *, default: str | None = None) -> PutHandler:
@@ -46,7 +49,7 @@ def channel_put_handler(channels: Mapping[str, FileChannel], *, default: str | N
             return PutResult(len(events), False, (target,))
         with hold_batch_id(batch_id):
             if channel.find_tag(batch_id) is not None:
-                return PutResult(0, True, (target,))
+                return PutResult(len(events), True, ())  # what the agent's pipeline answers
             with channel.transaction(tag=batch_id) as tx:
                 tx.put_many(events)
             return PutResult(len(events), False, (target,))

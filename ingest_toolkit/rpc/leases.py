@@ -99,9 +99,14 @@ class LeaseTable:
             raise ValueError(f"lease_seconds must be >= 0, got {requested}")
         return min(requested or self.default_lease, self.max_lease)
 
-    def add(self, txn: RemoteTxn) -> None:
+    def add(self, txn: RemoteTxn, *, limit: int | None = None) -> bool:
+        """Register ``txn``; with ``limit``, only while fewer than ``limit`` are registered (the
+        check and the add are one step under the lock, so concurrent begins cannot overshoot)."""
         with self._guard:
+            if limit is not None and len(self._txns) >= limit:
+                return False
             self._txns.add(txn)
+            return True
 
     def remove(self, txn: RemoteTxn) -> None:
         with self._guard:

@@ -1,13 +1,13 @@
 """Starting and stopping the gRPC endpoint of an :class:`~.service.AgentService`.
 
 Loopback by default. A non-loopback address without TLS or without a token is allowed (a
-private network may be trusted) but logged as a warning, since events and tokens would then
-cross the network in clear or unauthenticated.
+private network may be trusted) but logged as a warning (:func:`~ingest_toolkit.security.warn_if_exposed`,
+shared with the HTTP source and the admin endpoint), since events and tokens would then cross the
+network in clear or unauthenticated.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import grpc
 
 from ..errors import ConfigError
-from ..security import TlsSettings
+from ..security import TlsSettings, warn_if_exposed
 from .proto import agent_pb2_grpc as pb_grpc
 from .service import AgentService
 
@@ -67,7 +67,7 @@ def start_server(service: AgentService, host: str = "127.0.0.1", port: int = 0, 
     server = grpc.server(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rpc"), options=options)
     pb_grpc.add_AgentServicer_to_server(service, server)  # type: ignore[no-untyped-call]  # generated
     bound = _bind(server, f"[{host}]:{port}" if ":" in host else f"{host}:{port}", tls)
-    _warn_if_exposed(host, tls, service)
+    warn_if_exposed(log, "agent gRPC endpoint", host, tls=tls is not None, token=service.authenticates)
     service.start()
     server.start()
     log.info("agent gRPC endpoint on %s:%d (%s)", host, bound, "TLS" if tls else "plaintext")
@@ -89,12 +89,3 @@ def _bind(server: grpc.Server, address: str, tls: TlsSettings | None) -> int:
         raise ConfigError(f"cannot listen on {address} (address in use or not local?)", key="agent.grpc.port")
     return port
 
-
-def _warn_if_exposed(host: str, tls: TlsSettings | None, service: AgentService) -> None:
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback and (tls is None or not service.authenticates):
-        log.warning("agent gRPC endpoint listens on %s without %s", host,
-                    " and ".join(w for w, off in (("TLS", tls is None), ("a token", not service.authenticates)) if off))

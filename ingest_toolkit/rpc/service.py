@@ -6,6 +6,10 @@ begin to end, which is what FileChannel's one-open-transaction-per-thread rule n
 reaper (:mod:`.leases`) and the stream's end may roll it back from other threads. The number of
 open remote transactions is capped below the pool size so that puts and status calls always
 find a free thread.
+
+Metrics: ``observe(op, channel, seconds)``, when given, is called for every ``take`` request
+(taking from the channel and filling the response chunks; sending them is not included) with
+op ``"take"``, and for every commit of a take transaction with op ``"commit"``.
 """
 
 from __future__ import annotations
@@ -14,12 +18,12 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NoReturn
 
 import grpc
 
-from ..channel import EventColumns, FileChannel, TxnState
+from ..channel import EventColumns, FileChannel, TxnKind, TxnState
 from ..channel.checkpoint import read_checkpoint_meta
 from ..errors import IngestError
 from ..security import bearer_ok
@@ -38,11 +42,15 @@ from .proto import agent_pb2 as pb
 from .proto import agent_pb2_grpc as pb_grpc
 from .wire import CHUNK_BYTES, column_chunks, decode_batch, fill_columns
 
-__all__ = ["AgentService", "MAX_BATCH_ID_BYTES"]
+__all__ = ["AgentService", "MAX_BATCH_ID_BYTES", "Observer"]
 
 log = logging.getLogger("ingest_toolkit.rpc")
 
 MAX_BATCH_ID_BYTES = 128
+
+Observer = Callable[[str, str, float], None]
+"""``(op, channel, seconds)``: op ``"take"`` (a take request served) or ``"commit"`` (a take
+transaction committed)."""
 
 _STATES = {TxnState.OPEN: pb.TXN_STATE_OPEN, TxnState.COMMITTED: pb.TXN_STATE_COMMITTED,
            TxnState.ROLLED_BACK: pb.TXN_STATE_ROLLED_BACK, TxnState.UNKNOWN: pb.TXN_STATE_UNKNOWN}
@@ -52,14 +60,16 @@ class AgentService(pb_grpc.AgentServicer):
     """Serves ``channels`` (looked up per call, so the mapping may change while serving).
 
     ``token``: bearer token every call must carry (None: no auth). Leases: ``default_lease_seconds``
-    when the client asks for none, never more than ``max_lease_seconds``.
+    when the client asks for none, never more than ``max_lease_seconds``. ``observe``: see the
+    module's Metrics paragraph.
     """
 
     def __init__(self, channels: Mapping[str, FileChannel], put_handler: PutHandler, *,
                  token: str | None = None, default_lease_seconds: float = 60.0,
                  max_lease_seconds: float = 3600.0, max_open_transactions: int = 48,
-                 chunk_bytes: int = CHUNK_BYTES) -> None:
+                 chunk_bytes: int = CHUNK_BYTES, observe: Observer | None = None) -> None:
         self._channels, self._put_handler, self._token = channels, put_handler, token
+        self._observe = observe
         self.leases = LeaseTable(default_lease=default_lease_seconds, max_lease=max_lease_seconds)
         self.max_open_transactions, self._chunk_bytes = max_open_transactions, chunk_bytes
 
@@ -139,16 +149,16 @@ class AgentService(pb_grpc.AgentServicer):
                 raise InvalidRequestError("a transaction stream must start with a begin request")
             begin = first.begin
             channel = self._channel(begin.channel)
-            if len(self.leases) >= self.max_open_transactions:
-                raise AgentUnavailableError(
-                    f"the agent already has {self.max_open_transactions} open remote transactions "
-                    "(max_open_transactions); end some, or retry later")
             lease = self.leases.lease_for(begin.lease_seconds)
             remote = RemoteTxn(channel.transaction(), channel=begin.channel, lease_seconds=lease,
                                peer=context.peer(), cancel=context.cancel)
+            if not self.leases.add(remote, limit=self.max_open_transactions):  # atomic check-and-add
+                remote.abandon()  # the empty transaction: nothing to undo but its slot
+                raise AgentUnavailableError(
+                    f"the agent already has {self.max_open_transactions} open remote transactions "
+                    "(max_open_transactions); end some, or retry later")
         except Exception as err:
             _abort(context, err, "begin transaction")
-        self.leases.add(remote)
         return remote, channel.channel_id, begin.take
 
     def _serve(self, remote: RemoteTxn, request: pb.TxnRequest) -> list[pb.TxnResponse]:
@@ -173,13 +183,19 @@ class AgentService(pb_grpc.AgentServicer):
             seqs = tx.put_many(decode_batch(request.put))
             return [pb.TxnResponse(put=pb.PutDone(first_seq=seqs[0] if seqs else 0, count=len(seqs)))]
         if op == "take":
-            return self._take(tx.take_columns(request.take.max_events))
+            started = time.perf_counter()
+            responses = self._take(tx.take_columns(request.take.max_events))
+            self._timed("take", remote.channel, started)
+            return responses
         if op == "extend":
             wanted = request.extend.lease_seconds  # 0: keep the current length
             remote.renew(self.leases.lease_for(wanted) if wanted else None)
             return [pb.TxnResponse(extended=pb.Extended(lease_seconds=remote.lease_seconds))]
         if op == "commit":
+            started = time.perf_counter()
             tx.commit()
+            if tx.kind is TxnKind.TAKE:
+                self._timed("commit", remote.channel, started)
         elif op == "rollback":
             tx.rollback()
         else:
@@ -197,6 +213,10 @@ class AgentService(pb_grpc.AgentServicer):
         return responses
 
     # -- helpers --------------------------------------------------------------------------
+    def _timed(self, op: str, channel: str, started: float) -> None:
+        if self._observe is not None:
+            self._observe(op, channel, time.perf_counter() - started)
+
     def _channel(self, name: str) -> FileChannel:
         channel = self._channels.get(name)
         if channel is None:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+import socket
+import ssl
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +18,8 @@ from ingest_toolkit.collect.agent import Agent
 from ingest_toolkit.collect.config import load_agent_config
 from ingest_toolkit.collect.metrics import Histogram, Sample, render
 from ingest_toolkit.rpc.client import AgentClient
+from ingest_toolkit.security import warn_if_exposed
+from tests.certs import self_signed
 
 from .harness import AgentSetup, http_get, http_post, metric
 
@@ -62,11 +68,18 @@ def test_healthz_is_503_with_reasons_when_a_channel_is_unusable(agent: Agent) ->
         "channel events: ChannelClosedError: channel is closed; open a new FileChannel on the same directories"]}
 
 
-def test_metrics_and_status_need_the_admin_token(agent: Agent) -> None:
-    assert http_get(_url(agent, "/metrics"))[0] == 401
-    assert http_get(_url(agent, "/metrics"), token="wrong")[0] == 401
-    assert http_get(_url(agent, "/status"))[0] == 401
-    assert http_get(_url(agent, "/nope"))[0] == 404
+def test_metrics_and_status_need_the_admin_token(agent: Agent, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="ingest_toolkit.collect.admin"):
+        assert http_get(_url(agent, "/metrics"))[0] == 401
+        assert http_get(_url(agent, "/metrics"), token="wrong")[0] == 401
+        assert http_get(_url(agent, "/status"))[0] == 401
+        assert http_get(_url(agent, "/nope"))[0] == 401  # the token first: no list of paths for strangers
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        "admin endpoint: refused GET '/metrics' from 127.0.0.1: no bearer token",
+        "admin endpoint: refused GET '/metrics' from 127.0.0.1: a wrong bearer token",
+        "admin endpoint: refused GET '/status' from 127.0.0.1: no bearer token",
+        "admin endpoint: refused GET '/nope' from 127.0.0.1: no bearer token"]
+    assert http_get(_url(agent, "/nope"), token="s3cret")[0] == 404
     status, body = http_get(_url(agent, "/status"), token="s3cret")
     assert status == 200 and json.loads(body)["channels"]["events"]["queue_size"] == 0
 
@@ -99,6 +112,16 @@ def test_metrics_count_events_per_source_and_channel_activity(agent: Agent) -> N
             float(line.rsplit(" ", 1)[1])
 
 
+def test_a_duplicate_grpc_put_is_acked_with_its_event_count(agent: Agent) -> None:
+    """What docs/rpc.md promises and what channel_put_handler (the tests' handler) mirrors."""
+    with AgentClient(f"127.0.0.1:{agent.ports()['grpc']}") as client:
+        first = client.put([Event(b"x", {})] * 5, channel="events", batch_id="dup-1")
+        retry = client.put([Event(b"x", {})] * 5, channel="events", batch_id="dup-1")
+    assert (first.accepted, first.duplicate, first.channels) == (5, False, ("events",))
+    assert (retry.accepted, retry.duplicate, retry.channels) == (5, True, ())
+    assert len(agent.channels["events"]) == 5
+
+
 def test_stop_closes_channels_and_removes_the_ports_file(agent: Agent) -> None:
     agent.stop()
     assert not agent.config.agent.ports_path.exists() and agent.channels == {}
@@ -114,3 +137,53 @@ def test_exposition_format_escapes_and_histograms() -> None:
     assert 'm_bucket{p="a\\"b\\n",le="0.1"} 1' in text and 'm_bucket{p="a\\"b\\n",le="+Inf"} 3' in text
     assert 'm_sum{p="a\\"b\\n"} 5.55' in text
     assert render([("g", "gauge", "h", [Sample("g", {}, 2.0)])]).endswith("g 2\n")
+
+
+def test_admin_tls_handshake_of_a_stalled_client_does_not_block_others(tmp_path: Path) -> None:
+    """A client that connects and never starts its TLS handshake must not stall ``accept``: the
+    handshake runs in the connection's thread, under a timeout."""
+    cert, key = self_signed(tmp_path / "tls")
+    setup = AgentSetup(tmp_path, admin=f'security = {{ tls = {{ cert_file = "{cert}", key_file = "{key}" }} }}\n')
+    running = Agent(load_agent_config(setup.conf))
+    running.start()
+    try:
+        assert running.admin is not None
+        context = ssl.create_default_context(cafile=str(cert))
+        with socket.create_connection(("127.0.0.1", running.admin.port)) as stalled:
+            stalled.settimeout(10)
+            url = f"https://127.0.0.1:{running.admin.port}/healthz"
+            with urllib.request.urlopen(url, context=context, timeout=5) as response:
+                assert response.status == 200 and json.loads(response.read()) == {"status": "ok"}
+    finally:
+        running.stop()
+
+
+def test_every_endpoint_warns_when_it_listens_beyond_loopback_without_tls_and_token(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    setup = AgentSetup(tmp_path, grpc='host = "0.0.0.0"\n', admin='host = "0.0.0.0"\n',
+                       sources='[sources.web]\ntype = "http"\nhost = "0.0.0.0"\nchannels = ["events"]\n')
+    running = Agent(load_agent_config(setup.conf))
+    with caplog.at_level(logging.WARNING):
+        running.start()
+    running.stop()
+    warnings = sorted(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert [w.split(" listens on 0.0.0.0 without TLS and a bearer token: ")[0] for w in warnings] == [
+        "HTTP source web", "admin endpoint", "agent gRPC endpoint"]
+
+
+CLEAR, OPEN = "traffic crosses the network in clear", "anyone who can reach it can call it"
+
+
+@pytest.mark.parametrize(("host", "tls", "token", "warning"), [
+    ("127.0.0.1", False, False, None), ("localhost", False, False, None), ("::1", False, False, None),
+    ("0.0.0.0", True, True, None),
+    ("0.0.0.0", False, True, f"endpoint listens on 0.0.0.0 without TLS: {CLEAR}"),
+    ("10.1.2.3", True, False, f"endpoint listens on 10.1.2.3 without a bearer token: {OPEN}"),
+    ("::", False, False, f"endpoint listens on :: without TLS and a bearer token: {CLEAR}; {OPEN}"),
+])
+def test_the_exposure_warning(caplog: pytest.LogCaptureFixture, host: str, tls: bool, token: bool,
+                              warning: str | None) -> None:
+    log = logging.getLogger("test.exposure")
+    with caplog.at_level(logging.WARNING, logger="test.exposure"):
+        assert warn_if_exposed(log, "endpoint", host, tls=tls, token=token) == (warning is not None)
+    assert [r.getMessage() for r in caplog.records] == ([warning] if warning else [])

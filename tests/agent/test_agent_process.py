@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -130,6 +131,52 @@ def test_second_agent_on_the_same_channel_is_refused(tmp_path: Path) -> None:
         assert first.terminate() == 0
 
 
+def test_source_errors_and_remote_take_latency_show_in_the_agent_metrics(tmp_path: Path) -> None:
+    """A full channel makes the spool source's puts fail (ChannelFullError, retried) and a file
+    that is not UTF-8 fails; both are counted per source in /metrics. Draining over gRPC records
+    the remote take and commit latencies. Nothing is lost."""
+    (tmp_path / "spool").mkdir()
+    setup = AgentSetup(tmp_path, sources=f"""
+[sources.spool]
+type = "spool_dir"
+dir = "{tmp_path / 'spool'}"
+channels = ["events"]
+batch_size = 5
+poll_interval = 0.05
+max_backoff = 0.2
+""")
+    env = {"INGEST_CHANNELS__EVENTS__CAPACITY": "10", "INGEST_CHANNELS__EVENTS__TRANSACTION_CAPACITY": "5"}
+    agent = AgentProcess(setup, env=env).wait_ready()
+    try:
+        (tmp_path / "spool" / ".bad.log.tmp").write_bytes(b"not \xff utf-8\n")
+        os.rename(tmp_path / "spool" / ".bad.log.tmp", tmp_path / "spool" / "bad.log")
+        write_spool_file(tmp_path / "spool", "a.log", [f"line-{i}" for i in range(30)])
+
+        def scrape() -> str:
+            status, text = http_get(agent.admin_url("/metrics"))
+            assert status == 200
+            return text
+
+        _wait_for(lambda: (metric(scrape(), "ingest_pipeline_errors_total", pipeline="spool",
+                                  error="ChannelFullError") or 0) >= 1
+                  and metric(scrape(), "ingest_source_errors_total", source="spool") == 1)
+        taken: list[bytes] = []
+        commits = 0
+        with AgentClient(agent.grpc_address) as client:
+            while len(taken) < 30:
+                with client.open_take("events", 5) as take:
+                    taken += [e.body for e in take.events]
+                commits += 1
+        text = scrape()
+        assert sorted(taken) == sorted(f"line-{i}".encode() for i in range(30))
+        assert metric(text, "ingest_source_stat", source="spool", stat="files_failed") == 1
+        assert metric(text, "ingest_remote_take_seconds_count", channel="events") == commits
+        assert metric(text, "ingest_remote_commit_seconds_count", channel="events") == commits
+        assert (metric(text, "ingest_remote_commit_seconds_sum", channel="events") or 0) > 0
+    finally:
+        assert agent.terminate() == 0
+
+
 def test_wrong_token_and_unknown_channel_are_refused(tmp_path: Path) -> None:
     env = {TOKEN_ENV: "tok-123"}
     setup = AgentSetup(tmp_path, security=f'token_env = "{TOKEN_ENV}"\n', sources=f"""
@@ -146,12 +193,17 @@ security = {{ token_env = "{TOKEN_ENV}" }}
             with pytest.raises(UnknownChannelError, match="unknown channel 'nope'"):
                 client.put([], channel="nope")
         assert http_post(agent.source_url("web"), b"x\n", token="wrong")[0] == 401
+        status, doc = http_post(agent.source_url("web", "/events/nope"), b"x\n", token="guessed-token")
+        assert status == 401 and "events" not in json.dumps(doc)  # no 404 listing the channels
         assert http_post(agent.source_url("web", "/events/nope"), b"x\n", token="tok-123")[0] == 404
         assert http_post(agent.source_url("web"), b"x\n", token="tok-123")[0] == 200
         refused = _send(agent, b"x\n", "--token-env", TOKEN_ENV, env={TOKEN_ENV: "bad"})
         assert refused.returncode == 1 and "AuthenticationError" in refused.stderr
         ok = _send(agent, b"y\n", "--token-env", TOKEN_ENV, "--channel", "events", env=env)
         assert ok.returncode == 0 and "1 accepted" in ok.stdout
+        log = agent.log()
+        assert "source web: refused POST '/events/nope' from 127.0.0.1: a wrong bearer token" in log, log
+        assert "guessed-token" not in log and "tok-123" not in log
     finally:
         assert agent.terminate() == 0
     assert sorted(e.body for e in drain(setup.channel_settings())) == [b"x", b"y"]

@@ -84,6 +84,15 @@ def test_environment_overrides_nested_keys(tmp_path: Path) -> None:
     (lambda t: t.replace('channels = ["events"]',
                          'channels = ["events"]\nselector = {type = "replicating", optional = ["zzz"]}'),
      "sources.spool.selector.optional", "zzz"),
+
+    (lambda t: t + '[sources.again]\ntype = "spool_dir"\ndir = "./spool/"\nchannels = ["events"]\n',
+     "sources.again.dir", "is also the dir of sources.spool: every file would be ingested by both"),
+    (lambda t: t.replace('state_dir = "state"', 'state_dir = "ch/events/cp"'), "agent.state_dir",
+     "ch/events/cp is channels.events.checkpoint_dir"),
+    (lambda t: t.replace('state_dir = "state"', 'state_dir = "ch/events/data/agent"'), "agent.state_dir",
+     "is inside channels.events.data_dirs"),
+    (lambda t: t.replace('state_dir = "state"', 'state_dir = "ch"'), "agent.state_dir",
+     "contains channels.events.checkpoint_dir"),
 ])
 def test_each_problem_names_its_key_path(tmp_path: Path, edit: object, key: str, message: str) -> None:
     err = _error(tmp_path, edit(BASE))  # type: ignore[operator]
@@ -111,6 +120,16 @@ def test_cli_rejects_a_bad_configuration_with_exit_1_and_starts_nothing(tmp_path
     assert result.exit_code == 1
     assert "channels.events.capacity: must be > 0" in result.output
     assert not (tmp_path / "ch").exists() and not (tmp_path / "state").exists()
+
+
+def test_a_state_dir_inside_a_channel_is_refused_before_anything_starts(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    conf = _write(tmp_path, BASE.replace('state_dir = "state"', 'state_dir = "ch/events/cp/agent"'))
+    result = CliRunner().invoke(main, ["agent", "--conf", str(conf)])
+    assert result.exit_code == 1
+    assert "agent.state_dir: " in result.output and "is inside channels.events.checkpoint_dir" in result.output
+    assert "ChannelLockedError" not in result.output and not (tmp_path / "ch").exists()
 
 
 def test_cli_check_validates_without_starting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import subprocess
 import sys
@@ -88,7 +89,7 @@ class _Client(threading.Thread):
                                         batch_id=f"c{self.index}-b{batch}", timeout=5)
                 if status == 200:
                     return doc
-            except (OSError, ValueError, KeyError):
+            except (OSError, ValueError, KeyError, http.client.HTTPException):  # e.g. killed mid-answer
                 pass
             self.retries += 1
             time.sleep(0.05)

@@ -139,7 +139,10 @@ def test_bearer_token(tmp_path: Path, make_channel: ChannelFactory, monkeypatch:
             for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "s3cret"}):
                 status, _, response_headers = post(source.port, "x\n", "text/plain", headers=headers)
                 assert status == 401 and response_headers["WWW-Authenticate"].startswith("Bearer")
-        assert sum("wrong bearer token" in r.getMessage() for r in caplog.records) == 3
+        refusals = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert [m.rsplit(": ", 1)[1] for m in refusals] == [
+            "no bearer token", "a wrong bearer token", "an Authorization header that is not 'Bearer <token>'"]
+        assert all("refused POST '/events' from 127.0.0.1" in m and "s3cret" not in m for m in refusals)
         assert post(source.port, "x\n", "text/plain", headers={"Authorization": "Bearer s3cret"})[0] == 200
         assert bodies(ch) == [b"x"] and source.stats()["unauthorized"] == 3
     finally:
@@ -147,6 +150,30 @@ def test_bearer_token(tmp_path: Path, make_channel: ChannelFactory, monkeypatch:
     monkeypatch.delenv("TEST_HTTP_TOKEN")
     with pytest.raises(ConfigError):
         start(tmp_path, {"ch": ch}, security={"token_env": "TEST_HTTP_TOKEN"})
+
+
+def test_unauthenticated_requests_are_refused_before_routing(tmp_path: Path, make_channel: ChannelFactory,
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """An unknown channel must not answer 404 (with the list of channels) to a client without the
+    token: the token is checked first, and the refusal logged with the path."""
+    monkeypatch.setenv("TEST_HTTP_TOKEN", "s3cret")
+    source = start(tmp_path, {"secret-channel": make_channel()}, security={"token_env": "TEST_HTTP_TOKEN"})
+    try:
+        with caplog.at_level(logging.WARNING, logger="ingest_toolkit.collect.http"):
+            status, doc, _ = post(source.port, "x\n", "text/plain", path="/events/nope",
+                                  headers={"Authorization": "Bearer guess"})
+            unrouted = post(source.port, "x\n", "text/plain", path="/admin?token=1")[0]
+        assert status == 401 and "secret-channel" not in json.dumps(doc) and unrouted == 401
+        refusals = [r for r in caplog.records if r.levelno == logging.WARNING]
+        assert [r.getMessage() for r in refusals] == [
+            "source http: refused POST '/events/nope' from 127.0.0.1: a wrong bearer token",
+            "source http: refused POST '/admin' from 127.0.0.1: no bearer token"]
+        authorized = post(source.port, "x\n", "text/plain", path="/events/nope",
+                          headers={"Authorization": "Bearer s3cret"})
+        assert authorized[0] == 404 and "secret-channel" in authorized[1]["error"]
+    finally:
+        source.stop(2)
 
 
 def test_tls_with_a_self_signed_certificate(tmp_path: Path, make_channel: ChannelFactory) -> None:

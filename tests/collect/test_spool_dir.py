@@ -323,3 +323,90 @@ def test_a_file_renamed_while_interrupted_is_resumed_by_identity(tmp_path: Path,
     second = make_source(tmp_path, ch, batch_size=4)  # other batch ids: only the position can help
     second.poll()
     assert bodies(ch) == lines("a", 23).splitlines() + [b"other"]
+
+
+def test_new_files_on_reused_inodes_are_all_stored(tmp_path: Path, make_channel: ChannelFactory) -> None:
+    """ext4 gives a deleted file's inode to the next new file at once. Files of the same size on a
+    reused inode once had the same batch ids, and the second was dropped as a duplicate."""
+    ch = make_channel()
+    source = make_source(tmp_path, ch, completed="delete", file_header="file")
+    spool = source.settings.dir
+    inodes: set[int] = set()
+    reused, files = 0, {}
+    for i in range(30):
+        name = f"f{i:02d}.log"
+        drop(spool, name, lines(name, 10))  # every file has the same size, its own content
+        inode = (spool / name).stat().st_ino
+        reused += inode in inodes
+        inodes.add(inode)
+        files[name] = 10
+        source.poll()
+        if reused >= 3:
+            break
+    if not reused:
+        pytest.skip("this filesystem does not reuse the inodes of deleted files")
+    assert by_file(ch) == expected(files)
+    assert list(spool.iterdir()) == []
+    assert source.stats()["duplicates"] == 0 and source.stats()["files_completed"] == len(files)
+
+
+def test_crash_before_the_position_is_cleared_does_not_skip_a_new_file_on_the_inode(
+        tmp_path: Path, make_channel: ChannelFactory) -> None:
+    """Killed after a file was completed but before its position was cleared: the position still
+    names that file's inode. A new file on that inode, with the same size and even the same
+    mtime, must be read in full (its content digest differs), not taken as already done."""
+    ch = make_channel()
+    first = make_source(tmp_path, ch, file_header="file")
+    spool = first.settings.dir
+    drop(spool, "a.log", lines("a.log", 10))
+
+    def crash(point: str) -> None:
+        if point == "before_clear":
+            raise RuntimeError("simulated crash after the completed rename")
+
+    first.crash_hook = crash
+    with pytest.raises(RuntimeError):
+        first.poll()
+    done = spool / "a.log.COMPLETED"
+    before = done.stat()
+    with open(done, "r+b") as f:  # same inode and size, other content: what inode reuse produces
+        f.write(lines("b.log", 10))
+    os.utime(done, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.rename(done, spool / "b.log")
+    second = make_source(tmp_path, ch, file_header="file")
+    second.poll()
+    assert by_file(ch) == expected({"a.log": 10, "b.log": 10})
+    assert second.stats()["duplicates"] == 0
+
+
+def test_the_identity_is_stable_for_the_same_file_and_in_the_position_file(
+        tmp_path: Path, make_channel: ChannelFactory) -> None:
+    ch = make_channel()
+    source = make_source(tmp_path, ch, batch_size=4)
+    drop(source.settings.dir, "a.log", lines("a", 10))
+    saved: list[dict[str, Any]] = []
+    source.crash_hook = lambda point: saved.append(json.loads((tmp_path / "state" / "spool_dir.json").read_text()))
+    source.poll()
+    st = (source.settings.dir / "a.log.COMPLETED").stat()
+    tracked = [doc for doc in saved if doc["file"] == "a.log"]
+    assert tracked and all(doc["digest"] == tracked[0]["digest"] and len(doc["digest"]) == 16 for doc in tracked)
+    assert all((doc["ino"], doc["size"], doc["mtime_ns"]) == (st.st_ino, st.st_size, st.st_mtime_ns)
+               for doc in tracked)
+
+
+def test_a_position_without_a_digest_is_not_trusted(tmp_path: Path, make_channel: ChannelFactory,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """A position file written before identities had a digest cannot tell the file it names from a
+    new one on the same inode: the file is read from its start (duplicates, never a loss)."""
+    ch = make_channel()
+    source = make_source(tmp_path, ch, file_header="file")
+    drop(source.settings.dir, "a.log", lines("a.log", 6))
+    st = (source.settings.dir / "a.log").stat()
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "spool_dir.json").write_text(json.dumps(
+        {"version": 1, "file": "a.log", "dev": st.st_dev, "ino": st.st_ino, "size": st.st_size, "offset": st.st_size,
+         "pending": None}))
+    with caplog.at_level(logging.WARNING, logger="ingest_toolkit.collect.spool_dir"):
+        source.poll()
+    assert by_file(ch) == expected({"a.log": 6})
+    assert any("without a content digest" in r.getMessage() for r in caplog.records)

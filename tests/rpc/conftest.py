@@ -50,10 +50,12 @@ def start_agent(tmp_path: Path) -> Iterator[StartAgent]:
     agents: list[Agent] = []
 
     def start(names: tuple[str, ...] = ("events",), *, token: str | None = None, tls: TlsSettings | None = None,
-              default_lease: float = 30.0, max_message_bytes: int | None = None, **settings: Any) -> Agent:
+              default_lease: float = 30.0, max_message_bytes: int | None = None, max_open_transactions: int = 48,
+              **settings: Any) -> Agent:
         channels = {n: FileChannel(**channel_settings(tmp_path, n, **settings)) for n in names}
         service = AgentService(channels, channel_put_handler(channels, default=names[0]), token=token,
-                               default_lease_seconds=default_lease, max_lease_seconds=600)
+                               default_lease_seconds=default_lease, max_lease_seconds=600,
+                               max_open_transactions=max_open_transactions)
         extra = {"max_message_bytes": max_message_bytes} if max_message_bytes else {}
         server = start_server(service, "127.0.0.1", 0, tls=tls, **extra)
         agents.append(Agent(tmp_path, channels, service, server))

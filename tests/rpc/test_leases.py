@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 from ingest_toolkit.channel import Event, TxnState
 from ingest_toolkit.errors import TransactionError
-from ingest_toolkit.rpc import AgentUnavailableError, LeaseExpiredError
+from ingest_toolkit.rpc import AgentClient, AgentUnavailableError, LeaseExpiredError, RemoteTake
 from tests.rpc.conftest import Agent, StartAgent
 
 REPO = Path(__file__).resolve().parents[2]
@@ -136,3 +137,45 @@ def test_open_transactions_are_capped(start_agent: StartAgent) -> None:
     first.rollback()
     client.open_take("events", 1).rollback()  # a slot is free again
     second.rollback()
+
+
+def test_concurrent_begins_never_exceed_the_cap(start_agent: StartAgent) -> None:
+    """Many clients begin at once, many rounds: exactly ``max_open_transactions`` get a
+    transaction each round (the check and the registration are one atomic step). A tiny GIL
+    switch interval makes thread switches between a check and an add likely (the race this
+    guards against showed up within a few rounds with it)."""
+    cap, clients = 3, 24
+    agent = start_agent(max_open_transactions=cap)
+    client = agent.client()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(50):
+            opened, refused = _race_begins(client, clients)
+            assert (len(opened), len(refused)) == (cap, clients - cap)
+            assert agent.service.leases.stats()["open"] == cap
+            for take in opened:
+                take.rollback()
+            assert wait_until(lambda: agent.service.leases.stats()["open"] == 0) < 5
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def _race_begins(client: AgentClient, clients: int) -> tuple[list[RemoteTake], list[AgentUnavailableError]]:
+    barrier = threading.Barrier(clients)
+    opened: list[RemoteTake] = []
+    refused: list[AgentUnavailableError] = []
+
+    def begin() -> None:
+        barrier.wait()
+        try:
+            opened.append(client.open_take("events", 1))
+        except AgentUnavailableError as err:
+            refused.append(err)
+
+    threads = [threading.Thread(target=begin) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return opened, refused

@@ -11,6 +11,7 @@ another file's contents could be smuggled into a spool directory.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 from collections.abc import Iterator
@@ -18,10 +19,11 @@ from dataclasses import dataclass
 
 from ...errors import IngestError
 
-__all__ = ["FileIdentity", "RefusedFileError", "open_dir", "open_nofollow", "read_range"]
+__all__ = ["FileIdentity", "RefusedFileError", "content_digest", "open_dir", "open_nofollow", "read_range"]
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 CHUNK = 1 << 20
+DIGEST_BYTES = 8  # 64 bits: together with inode, size and mtime, a collision is not a practical risk
 
 
 class RefusedFileError(IngestError):
@@ -32,18 +34,44 @@ class RefusedFileError(IngestError):
 
 @dataclass(frozen=True)
 class FileIdentity:
-    """(device, inode, size): a file renamed in place keeps it; a replaced or changed file does not."""
+    """What makes a spooled file *this* file: (device, inode, size, mtime_ns) from ``fstat`` and
+    ``digest``, a fingerprint of its whole content.
+
+    Deterministic for the same file (a crash and restart, or a rename, find the same identity and
+    so the same batch ids), different for a different file that happens to get a deleted file's
+    inode (ext4 reuses one at once) with the same size: the digest and the mtime tell them apart.
+    """
 
     dev: int
     ino: int
     size: int
+    mtime_ns: int
+    digest: str = ""  # empty until the content was read (see ``with_digest``)
 
     @classmethod
     def of(cls, st: os.stat_result) -> FileIdentity:
-        return cls(st.st_dev, st.st_ino, st.st_size)
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def with_digest(self, digest: str) -> FileIdentity:
+        return FileIdentity(self.dev, self.ino, self.size, self.mtime_ns, digest)
+
+    @property
+    def stat_part(self) -> tuple[int, int, int, int]:
+        """The part known from ``stat`` alone (no read)."""
+        return self.dev, self.ino, self.size, self.mtime_ns
 
     def key(self) -> str:
-        return f"{self.dev}.{self.ino}.{self.size}"
+        """The file's part of its batch ids: ``<dev>.<ino>.<size>.<mtime_ns>.<digest>``."""
+        assert self.digest, "the identity of a file being delivered includes its content digest"
+        return f"{self.dev}.{self.ino}.{self.size}.{self.mtime_ns}.{self.digest}"
+
+
+def content_digest(fd: int, size: int) -> str:
+    """BLAKE2b-64 (hex) of the first ``size`` bytes of ``fd``."""
+    digest = hashlib.blake2b(digest_size=DIGEST_BYTES)
+    for _, data in read_range(fd, 0, size):
+        digest.update(data)
+    return digest.hexdigest()
 
 
 def open_dir(path: str) -> int:

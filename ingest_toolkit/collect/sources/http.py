@@ -8,35 +8,34 @@ JSON: ``{"accepted": n, "duplicate": bool}`` on success, ``{"error": "..."}`` ot
 |---|---|
 | 200 | committed (or, with ``X-Batch-Id``, committed before: ``duplicate: true``) |
 | 400 | malformed body, bad ``X-Batch-Id``; nothing stored |
-| 401 | missing or wrong bearer token (logged with the client address) |
-| 404 / 405 | unknown path / method other than POST |
+| 401 | missing or wrong bearer token: checked first, before the path (logged with client and path) |
+| 404 / 405 | unknown path (authenticated requests only) / method other than POST |
 | 411 | no Content-Length (chunked bodies are not read) |
 | 413 | body over ``max_request_bytes``, an event over the channel's limit, or too many events |
 | 415 | unsupported Content-Type |
 | 503 + Retry-After | channel full or disk space low (transient): retry the same request |
 | 500 | any other failure (logged) |
 
-Standard-library ``ThreadingHTTPServer`` (one thread per connection); TLS is wrapped per
-connection and the handshake runs in the connection's thread, so a slow client cannot stall
-``accept``.
+Standard-library ``ThreadingHTTPServer`` (one thread per connection, see ..http_server); TLS is
+wrapped per connection and the handshake runs in the connection's thread, so a slow client
+cannot stall ``accept``. Listening on a non-loopback address without TLS and a token is logged
+as a warning at start.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import socket
 import ssl
-import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
 from ...errors import EventTooLargeError, IngestError, TransactionCapacityError, TransientError
-from ...security import SecuritySettings, bearer_ok, load_token, server_ssl_context
+from ...security import SecuritySettings, bearer_ok, load_token, server_ssl_context, warn_if_exposed
+from ..http_server import ConnectionHandler, TlsHttpServer, refusal
 from ..pipeline import BatchIdError, Pipeline, check_batch_id
 from .base import Counters, SourceSettings
 from .http_body import BadRequestError, UnsupportedMediaTypeError, parse_events
@@ -89,6 +88,8 @@ class HttpSource:
         token = load_token(security, key=f"sources.{self.name}.security.token_env")
         context = server_ssl_context(security.tls) if security.tls is not None else None
         self._server = _Server((self.settings.host, self.settings.port), self, token, context)
+        warn_if_exposed(log, f"HTTP source {self.name}", self.settings.host, tls=context is not None,
+                        token=token is not None)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name=f"source-{self.name}", daemon=True)
         self._thread.start()
@@ -131,12 +132,8 @@ class HttpSource:
         if self._stopping:
             retry = {"Retry-After": str(self.settings.retry_after_seconds)}
             raise _Reply(503, f"source {self.name} is stopping", retry)
+        self._authenticate(request)  # first: a refused client learns nothing (not even the channel names)
         channel = self._channel_of(request.path)
-        if not bearer_ok(request.headers.get("Authorization"), request.server.token):
-            self.counters.add(unauthorized=1)
-            log.warning("source %s: rejected a request from %s: missing or wrong bearer token",
-                        self.name, request.client_address[0])
-            raise _Reply(401, "missing or wrong bearer token", {"WWW-Authenticate": 'Bearer realm="ingest"'})
         body = self._read_body(request)
         batch_id = request.headers.get("X-Batch-Id")
         try:
@@ -150,6 +147,15 @@ class HttpSource:
             self.counters.add(bad_requests=1)
             raise _Reply(415, str(err)) from None
         return self._put(events, batch_id, channel)
+
+    def _authenticate(self, request: _Handler) -> None:
+        authorization = request.headers.get("Authorization")
+        if bearer_ok(authorization, request.server.token):
+            return
+        self.counters.add(unauthorized=1)
+        log.warning("source %s: refused %s %r from %s: %s", self.name, request.command,
+                    request.path.split("?", 1)[0][:200], request.client_address[0], refusal(authorization))
+        raise _Reply(401, "missing or wrong bearer token", {"WWW-Authenticate": 'Bearer realm="ingest"'})
 
     def _channel_of(self, path: str) -> str | None:
         route = path.split("?", 1)[0].rstrip("/")
@@ -202,17 +208,9 @@ class HttpSource:
         return {"accepted": result.accepted, "duplicate": result.duplicate}
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(ConnectionHandler):
     server: _Server
-    protocol_version = "HTTP/1.1"
     server_version = "ingest-toolkit"
-
-    def setup(self) -> None:
-        self.request.settimeout(self.server.source.settings.request_timeout)
-        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # headers and body are two writes
-        if isinstance(self.request, ssl.SSLSocket):
-            self.request.do_handshake()  # here, in the connection's thread; failures end the connection
-        super().setup()
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
         self.server.source.handle(self)
@@ -239,22 +237,16 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("%s %s", self.client_address[0], format % args)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class _Server(TlsHttpServer):
+    """Counts connections: more than ``max_connections`` are closed at once (one thread each)."""
 
     def __init__(self, address: tuple[str, int], source: HttpSource, token: str | None,
                  context: ssl.SSLContext | None) -> None:
-        self.source, self.token, self.context = source, token, context
+        self.source, self.token = source, token
         self._lock = threading.Lock()
         self._connections = 0
-        super().__init__(address, _Handler)
-
-    def get_request(self) -> tuple[socket.socket, Any]:
-        sock, address = super().get_request()
-        if self.context is not None:
-            sock = self.context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-        return sock, address
+        super().__init__(address, _Handler, context=context, connection_timeout=source.settings.request_timeout,
+                         log=log, what=f"source {source.name}")
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._lock:
@@ -274,10 +266,3 @@ class _Server(ThreadingHTTPServer):
         finally:
             with self._lock:
                 self._connections -= 1
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        err = sys.exc_info()[1]
-        if isinstance(err, ssl.SSLError | ConnectionError | TimeoutError):  # the client's problem
-            log.warning("source %s: connection from %s failed: %s", self.source.name, client_address[0], err)
-        else:
-            log.error("source %s: connection from %s failed", self.source.name, client_address[0], exc_info=True)

@@ -5,12 +5,14 @@ Drop-then-rename convention: a writer creates the file under an ignored name (a 
 renames it to its final name in the same directory (rename is atomic within a filesystem). Every
 file under a non-ignored name is taken to be complete and must not change afterwards.
 
-Per file: open without following links (see files.py), identity = (device, inode, size at pickup);
-optionally check the whole file first (decoding and oversized lines, when their policy is
-``fail``/``skip-file``) so that a bad file delivers nothing; then deliver it in batches of up to
-``batch_size`` events, each one put transaction per channel with batch id
-``<source>:<dev>.<ino>.<size>:<start>-<end>``, the position recorded durably after each commit
-(protocol in tracker.py); finally rename it with ``completed_suffix`` or delete it.
+Per file: open without following links (see files.py); identity = (device, inode, size, mtime_ns)
+at pickup plus a BLAKE2b-64 digest of the whole content (see FileIdentity: the same file always
+gets the same identity, a new file on a reused inode a different one); optionally check the whole
+file first (decoding and oversized lines, when their policy is ``fail``/``skip-file``) so that a
+bad file delivers nothing; then deliver it in batches of up to ``batch_size`` events, each one put
+transaction per channel with batch id ``<source>:<dev>.<ino>.<size>.<mtime_ns>.<digest>:<start>-<end>``,
+the position recorded durably after each commit (protocol in tracker.py); finally rename it with
+``completed_suffix`` or delete it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from ...channel import Event
 from ...errors import ConfigError
 from ..pipeline import Pipeline
 from .base import Counters, PollingWorker, SourceStopped, make_batch_id, put_until_committed
-from .files import FileIdentity, RefusedFileError, open_dir, open_nofollow, read_range
+from .files import FileIdentity, RefusedFileError, content_digest, open_dir, open_nofollow, read_range
 from .lines import ChunkSplitter, LineSplitter, Oversized, OversizedLineError, Piece, longest_line
 from .spool_settings import SpoolDirSettings
 from .tracker import StateFile
@@ -55,7 +57,7 @@ class SpoolDirSource:
         self._dir_fd = -1
         self._ignore = re.compile(settings.ignore_pattern) if settings.ignore_pattern else None
         self._suffixes = (*settings.ignore_suffixes, settings.completed_suffix, settings.failed_suffix)
-        self._passed_over: dict[str, FileIdentity | None] = {}  # refused or skipped, logged once
+        self._passed_over: dict[str, tuple[int, ...] | None] = {}  # refused or skipped (stat identity), logged once
         self._backlog = 0
         self._current = ""  # name of the file being read
         self._replace = settings.decode_errors == "replace"
@@ -88,6 +90,10 @@ class SpoolDirSource:
         if self._dir_fd >= 0:
             return
         self._doc = self._state.load() or {}
+        if self._doc.get("file") is not None and "digest" not in self._doc:
+            log.warning("source %s: the position file names %s without a content digest (written by an older "
+                        "version); that file is read again from its start if it is still there", self.name,
+                        self._doc["file"])
         try:
             self._dir_fd = open_dir(str(self.settings.dir))
         except OSError as err:
@@ -125,19 +131,29 @@ class SpoolDirSource:
                     self._pass_over(entry.name, None, "it is a symbolic link (links are never followed)")
                 elif stat.S_ISREG(st.st_mode):  # subdirectories and special files are ignored
                     # a file interrupted by a stop or crash is finished first (found by identity)
-                    first = self._is_tracked(FileIdentity.of(st))
+                    first = self._tracked_stat() == FileIdentity.of(st).stat_part
                     found.append((not first, st.st_mtime_ns, entry.name))
         return [name for *_, name in sorted(found)]
 
-    def _is_tracked(self, identity: FileIdentity) -> bool:
+    def _tracked_stat(self) -> tuple[object, ...] | None:
+        """The stat part of the identity of the file the position file tracks (None: none)."""
         doc = self._doc
-        return doc.get("file") is not None and [doc.get("dev"), doc.get("ino"), doc.get("size")] == [
-            identity.dev, identity.ino, identity.size]
+        if doc.get("file") is None:
+            return None
+        return doc.get("dev"), doc.get("ino"), doc.get("size"), doc.get("mtime_ns")
+
+    def _is_tracked(self, identity: FileIdentity) -> bool:
+        """Whether ``identity`` is the file the position file tracks. The digest is part of the
+        match: after a crash between a delete and the position write, a new file that got the
+        deleted one's inode (and size) must not inherit its position (it would be skipped)."""
+        return (self._tracked_stat() == identity.stat_part
+                and self._doc.get("digest") == identity.digest)
 
     def _pass_over(self, name: str, identity: FileIdentity | None, reason: str, *, skipped: bool = False) -> None:
-        if name in self._passed_over and self._passed_over[name] == identity:
+        seen = identity.stat_part if identity is not None else None
+        if name in self._passed_over and self._passed_over[name] == seen:
             return
-        self._passed_over[name] = identity
+        self._passed_over[name] = seen
         self.counters.add(**{"files_skipped" if skipped else "files_refused": 1})
         log.error("source %s: %s %s in %s: %s", self.name, "skipping" if skipped else "refusing", name,
                   self.settings.dir, reason)
@@ -153,14 +169,14 @@ class SpoolDirSource:
             return
         try:
             identity = FileIdentity.of(st)
-            if self._passed_over.get(name) == identity:
+            if self._passed_over.get(name) == identity.stat_part:
                 return
             self._passed_over.pop(name, None)
-            self._ingest_open(fd, name, identity, st.st_mtime_ns)
+            self._ingest_open(fd, name, identity.with_digest(content_digest(fd, identity.size)))
         finally:
             os.close(fd)
 
-    def _ingest_open(self, fd: int, name: str, identity: FileIdentity, mtime_ns: int) -> None:
+    def _ingest_open(self, fd: int, name: str, identity: FileIdentity) -> None:
         self._current = name
         offset, pending = self._resume(name, identity)
         if offset == 0:
@@ -173,7 +189,7 @@ class SpoolDirSource:
         except (OversizedLineError, UnicodeDecodeError) as err:
             self._reject(name, identity, "delivery", f"{err} (the part before it was delivered)")
             return
-        self._finish(fd, name, identity, mtime_ns)
+        self._finish(fd, name, identity)
 
     def _resume(self, name: str, identity: FileIdentity) -> tuple[int, tuple[int, int] | None]:
         doc = self._doc
@@ -190,8 +206,8 @@ class SpoolDirSource:
     def _save(self, name: str | None, identity: FileIdentity | None, offset: int, pending: _Batch | None) -> None:
         doc: dict[str, Any] = {"file": name}
         if identity is not None:
-            doc.update(dev=identity.dev, ino=identity.ino, size=identity.size, offset=offset,
-                       pending=[pending.start, pending.end] if pending else None)
+            doc.update(dev=identity.dev, ino=identity.ino, size=identity.size, mtime_ns=identity.mtime_ns,
+                       digest=identity.digest, offset=offset, pending=[pending.start, pending.end] if pending else None)
         self._state.save(doc)
         self._doc = doc
 
@@ -314,10 +330,10 @@ class SpoolDirSource:
                   problem, target)
         self._save(None, None, 0, None)
 
-    def _finish(self, fd: int, name: str, identity: FileIdentity, mtime_ns: int) -> None:
+    def _finish(self, fd: int, name: str, identity: FileIdentity) -> None:
         self._hook("before_finish")
         st = os.fstat(fd)
-        if st.st_size != identity.size or st.st_mtime_ns != mtime_ns:
+        if st.st_size != identity.size or st.st_mtime_ns != identity.mtime_ns:
             target = self._move(name, identity, self.settings.failed_suffix)
             self.counters.add(files_modified=1, errors=1)
             log.error("source %s: %s changed while it was read (size %d -> %d); the first %d bytes were "
@@ -329,6 +345,7 @@ class SpoolDirSource:
         else:
             self._move(name, identity, self.settings.completed_suffix)
         os.fsync(self._dir_fd)
+        self._hook("before_clear")  # a crash here leaves the position naming a file that is gone
         self._save(None, None, 0, None)
         self.counters.add(files_completed=1)
 
