@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,7 +12,7 @@ import click
 
 from ..errors import ConfigError
 from ..settings import load_channel_settings
-from .config import LandingConfig, load_landing_config
+from .config import LandingConfig, agent_client, load_landing_config
 from .drain import land_until_empty
 from .landing import LandingResult, land_once
 from .source import InProcessSource, TakeSource
@@ -79,10 +78,9 @@ def _totals(results: list[LandingResult]) -> dict[str, Any]:
 def _source(config: LandingConfig, channel: str) -> Iterator[TakeSource]:
     """The agent's gRPC take when ``agent`` is configured, else the channel opened in-process."""
     if config.agent:
-        from ..rpc.client import AgentClient, RemoteSource
+        from ..rpc.client import RemoteSource
 
-        token = os.environ.get(config.agent_token_env) if config.agent_token_env else None
-        with AgentClient(config.agent, token=token, tls_ca=config.agent_tls_ca) as client:
+        with agent_client(config) as client:
             yield RemoteSource(client, channel, config.lease_seconds)
         return
     from ..channel import FileChannel

@@ -8,15 +8,19 @@ either table can be overridden from the environment (``INGEST_LANDING__ROOT=hdfs
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from ..errors import ConfigError
 from ..settings import env_overrides, load_table, validation_problems
 
-__all__ = ["LandingConfig", "SparkSettings", "load_landing_config", "root_uri"]
+if TYPE_CHECKING:
+    from ..rpc.client import AgentClient
+
+__all__ = ["LandingConfig", "SparkSettings", "agent_client", "load_landing_config", "root_uri"]
 
 MiB = 1 << 20
 
@@ -81,7 +85,9 @@ class LandingConfig(BaseModel):
       channel in-process. ``channel_conf`` / ``agent_conf``: where in-process channel settings
       come from (a ``[channel]`` table, or the ``[channels.<name>]`` tables of the agent's conf).
       ``agent_token_env`` names the environment variable holding the agent's bearer token;
-      ``agent_tls_ca`` is the PEM file that turns TLS on for the agent connection.
+      ``agent_tls_ca`` is the PEM file that turns TLS on for the agent connection, and
+      ``agent_tls_cert`` + ``agent_tls_key`` the client certificate an agent with mutual TLS
+      asks for (both or neither).
     * ``lease_seconds``: lease of a remote take. While the batch is being written the landing
       renews it every third of its length, for at most ``lease_renewal_max_seconds`` in all
       (0: never renewed): a landing that hangs still loses its take, one that works does not.
@@ -99,6 +105,8 @@ class LandingConfig(BaseModel):
     agent: str | None = None
     agent_token_env: str | None = None
     agent_tls_ca: str | None = None
+    agent_tls_cert: str | None = None
+    agent_tls_key: str | None = Field(None, validate_default=True)
     lease_seconds: float = Field(600.0, gt=0.0)
     lease_renewal_max_seconds: float = Field(3600.0, ge=0.0)
     channel_conf: str | None = None
@@ -112,6 +120,13 @@ class LandingConfig(BaseModel):
             raise ValueError("root must not be empty")
         return root_uri(value)
 
+    @field_validator("agent_tls_key")
+    @classmethod
+    def _client_pair(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if (info.data.get("agent_tls_cert") is None) != (value is None):
+            raise ValueError("agent_tls_cert and agent_tls_key go together: a client certificate needs its key")
+        return value
+
     @classmethod
     def build(cls, **values: Any) -> LandingConfig:
         """Validate ``values``; a problem raises ConfigError naming the key (``landing.<key>``)."""
@@ -122,6 +137,27 @@ class LandingConfig(BaseModel):
             first = problems[0][0]
             raise ConfigError(f"invalid landing configuration: {'; '.join(f'{k}: {m}' for k, m in problems)}",
                               key=first if first.startswith("spark") else f"landing.{first}") from None
+
+
+def agent_client(config: LandingConfig) -> AgentClient:
+    """An :class:`~ingest_toolkit.rpc.client.AgentClient` for ``config.agent``: the bearer token
+    from ``agent_token_env``, TLS from ``agent_tls_ca`` / ``agent_tls_cert`` / ``agent_tls_key``.
+    A bad TLS file raises ConfigError naming its ``landing.*`` key."""
+    from ..rpc.client import AgentClient
+    from ..security import load_client_tls
+
+    if not config.agent:
+        raise ConfigError("no agent configured: set [landing] agent (host:port)", key="landing.agent")
+    token = None
+    if config.agent_token_env:
+        token = os.environ.get(config.agent_token_env)
+        if not token:
+            raise ConfigError(f"[landing] agent_token_env names {config.agent_token_env}, which is not set",
+                              key="landing.agent_token_env")
+    names = {"ca": "landing.agent_tls_ca", "cert": "landing.agent_tls_cert", "key": "landing.agent_tls_key"}
+    load_client_tls(config.agent_tls_ca, config.agent_tls_cert, config.agent_tls_key, names=names)
+    return AgentClient(config.agent, token=token, tls_ca=config.agent_tls_ca, tls_cert=config.agent_tls_cert,
+                       tls_key=config.agent_tls_key)
 
 
 def root_uri(value: str) -> str:

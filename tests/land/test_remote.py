@@ -11,11 +11,15 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ingest_toolkit.channel import FileChannel
+from ingest_toolkit.errors import ConfigError
 from ingest_toolkit.land import LandingError, LandingResult, land_once, read_manifests
+from ingest_toolkit.land.config import agent_client
 from ingest_toolkit.land.errors import CommitConflict
 from ingest_toolkit.rpc.client import AgentClient, RemoteSource
 from ingest_toolkit.rpc.server import start_server
 from ingest_toolkit.rpc.service import AgentService
+from ingest_toolkit.security import TlsSettings
+from tests.certs import client_cert, self_signed
 
 from .helpers import assert_landed_exactly_once, channel_settings, landing_config, make_events, put_events, read_landed
 
@@ -155,3 +159,35 @@ def test_a_take_whose_lease_ran_out_mid_write_is_never_landed_twice(
     assert [m.count for m in read_manifests(str(root), "events")] == [200]
     assert not list((root / "events" / "_staging").iterdir()) or lease_check  # a conflict cleans up at once
     assert_landed_exactly_once(read_landed(root, "events"), expected, ch.channel_id)
+
+
+def test_lands_through_an_agent_with_mutual_tls_and_a_token(tmp_path: Path, spark: SparkSession,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    server_cert, server_key = self_signed(tmp_path / "server")
+    client_ca, client_ca_key = self_signed(tmp_path / "client-ca", name="client CA")
+    cert, key = client_cert(tmp_path / "client", client_ca, client_ca_key)
+    ch = FileChannel(**channel_settings(tmp_path))
+    service = AgentService({"events": ch}, _no_puts, token="landing-token", default_lease_seconds=60.0,
+                           max_lease_seconds=600.0)
+    tls = TlsSettings(cert_file=server_cert, key_file=server_key, client_ca_file=client_ca)
+    server = start_server(service, "127.0.0.1", 0, tls=tls)
+    try:
+        expected = put_events(ch, make_events(300))
+        monkeypatch.setenv("LANDING_TOKEN", "landing-token")
+        root = tmp_path / "landing"
+        config = landing_config(root, agent=server.address, agent_token_env="LANDING_TOKEN",
+                                agent_tls_ca=str(server_cert), agent_tls_cert=str(cert), agent_tls_key=str(key))
+        anonymous = config.model_copy(update={"agent_tls_cert": None, "agent_tls_key": None})
+        with agent_client(anonymous) as client, pytest.raises(LandingError) as err:
+            land_once(RemoteSource(client, "events", 60.0), anonymous, spark)
+        assert err.value.phase == "taking events" and len(ch) == 300  # refused: no client certificate
+        with agent_client(config) as client:
+            result = land_once(RemoteSource(client, "events", 60.0), config, spark)
+        assert result.events == 300 and len(ch) == 0
+        assert_landed_exactly_once(read_landed(root, "events"), expected, ch.channel_id)
+        monkeypatch.delenv("LANDING_TOKEN")
+        with pytest.raises(ConfigError, match="LANDING_TOKEN, which is not set"):
+            agent_client(config)
+    finally:
+        server.stop(grace=1.0)
+        ch.close()
