@@ -6,11 +6,23 @@ Run after the demo (``.venv/bin/python -m dagster_defs.demo``), from the reposit
     apt-get install chromium                  # or: .venv/bin/playwright install chromium
     .venv/bin/python bench/ui_screenshots.py [--out docs/img]
 
-Boots ``dg dev`` on ``var/dagster`` (an ephemeral port on 127.0.0.1, its own process group,
-stopped with SIGINT), opens the global asset graph and the check history of
-``channel/events`` and ``landed/events`` in Chromium (``playwright`` driving the system's
-``chromium`` when there is one, else playwright's own browser), and writes PNG files. Not run
-in CI: it needs a browser.
+First records one failing check, as on-call would meet it: ``checkpoint_fresh`` of
+``channel/events`` evaluated with ``INGEST_LANDING__AGENT`` set while no agent runs (the check then
+reports that the agent serving the channel is down). Then boots ``dg dev`` on ``var/dagster`` (an
+ephemeral port on 127.0.0.1, its own process group, stopped with SIGINT) and photographs in
+Chromium (``playwright`` driving the system's ``chromium`` when there is one, else playwright's
+own browser):
+
+* ``asset-graph.png``: the lineage around ``landed/events`` (its neighbours: the channel
+  upstream, the curated table downstream; with one channel, the whole graph);
+* ``channel-checks.png``: the metadata of ``refcounts_match_recount``;
+* ``check-history.png``: the execution history of ``landed_reconciles``;
+* ``check-failing.png``: the failing ``checkpoint_fresh``;
+* ``runs.png``: the runs list.
+
+Every page waits for an element that proves it shows what its picture is for; if one does not
+appear (or a tab to click is missing) no picture is written for it and the script exits with
+code 1. Not run in CI: it needs a browser.
 """
 
 from __future__ import annotations
@@ -29,15 +41,20 @@ from pathlib import Path
 __all__ = ["main"]
 
 REPO = Path(__file__).resolve().parents[1]
-# (file, path, text to wait for, tab to click before the screenshot)
+# (file, path, elements that must all appear, tab to click before them)
 PAGES = [
-    ("asset-graph.png", "/assets/landed/events?view=lineage&lineageScope=neighbors", "text=Asset checks", None),
+    ("asset-graph.png", "/assets/landed/events?view=lineage&lineageScope=neighbors",
+     ("text=Nearest Neighbors", 'text="channels"', 'text="landing"', 'text="curated"', "text=Asset checks"), None),
     ("channel-checks.png", "/assets/channel/events?view=checks&checkDetail=refcounts_match_recount",
-     "text=events_recounted", None),
-    ("check-history.png", "/assets/landed/events?view=checks&checkDetail=landed_reconciles", "text=landed_reconciles",
-     "Execution history"),
-    ("runs.png", "/runs", "text=check_events", None),
+     ("text=events_recounted",), None),
+    ("check-history.png", "/assets/landed/events?view=checks&checkDetail=landed_reconciles",
+     ("text=landed_reconciles",), "Execution history"),
+    ("check-failing.png", "/assets/channel/events?view=checks&checkDetail=checkpoint_fresh",
+     ("text=the agent that serves this channel is not running",), None),
+    ("runs.png", "/runs", ("text=check_events",), None),
 ]
+# Where the failing check believes the agent is: the address conf/agent.toml gives it.
+AGENT_ADDRESS = "127.0.0.1:7431"
 
 
 def _sigint_default() -> None:
@@ -80,31 +97,70 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
         server.wait()
 
 
-def _shoot(port: int, out: Path) -> list[Path]:
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+def _shoot(port: int, out: Path) -> list[str]:
+    """Photograph every page; returns the problems (an empty list: every picture written)."""
     from playwright.sync_api import sync_playwright
 
-    written = []
+    problems = []
     executable = shutil.which("chromium") or shutil.which("chromium-browser")
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        browser = p.chromium.launch(executable_path=executable, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"])
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         for name, path, ready, tab in PAGES:
             started = time.monotonic()
-            page.goto(f"http://127.0.0.1:{port}{path}", wait_until="networkidle", timeout=60_000)
-            _dismiss_welcome(page)
-            if tab:
-                page.get_by_text(tab, exact=True).first.click()
-            try:
-                page.wait_for_selector(ready, timeout=30_000)
-            except PlaywrightTimeout:
-                print(f"{name}: '{ready}' did not appear; the screenshot shows what did")
+            problem = _open(page, f"http://127.0.0.1:{port}{path}", ready, tab)
+            if problem:
+                problems.append(f"{name}: {problem}; no picture written")
+                print(problems[-1])
+                continue
             page.wait_for_timeout(2000)  # let the graph layout settle
             page.screenshot(path=str(out / name))
-            written.append(out / name)
             print(f"{out / name}  ({time.monotonic() - started:.1f} s)")
         browser.close()
-    return written
+    return problems
+
+
+def _open(page: object, url: str, ready: tuple[str, ...], tab: str | None) -> str | None:
+    """Load ``url``, click ``tab``, wait for every ``ready`` element; what went wrong, or None."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    page.goto(url, wait_until="networkidle", timeout=60_000)  # type: ignore[attr-defined]
+    _dismiss_welcome(page)
+    if tab:
+        try:
+            page.get_by_text(tab, exact=True).first.click(timeout=30_000)  # type: ignore[attr-defined]
+        except PlaywrightTimeout:
+            return f"tab {tab!r} not found on {url}"
+    for selector in ready:
+        try:
+            page.wait_for_selector(selector, timeout=30_000)  # type: ignore[attr-defined]
+        except PlaywrightTimeout:
+            return f"{selector!r} did not appear on {url}"
+    return None
+
+
+def _record_failing_check() -> None:
+    """Evaluate ``checkpoint_fresh`` of channel ``events`` once on ``var/dagster`` with the landing
+    configured to take through an agent while none runs: the failure on-call would see."""
+    os.environ["DAGSTER_HOME"] = str(REPO / "var" / "dagster")
+    os.environ["INGEST_LANDING__AGENT"] = AGENT_ADDRESS
+    import dagster as dg
+
+    from dagster_defs.factory import definitions_from_conf
+    from dagster_defs.naming import channel_key
+
+    check = dg.AssetCheckKey(channel_key("events"), "checkpoint_fresh")
+    job = dg.define_asset_job("agent_down_check", selection=dg.AssetSelection.checks(check))
+    defs = dg.Definitions.merge(definitions_from_conf(), dg.Definitions(jobs=[job]))
+    with dg.DagsterInstance.get() as instance:
+        result = defs.resolve_job_def("agent_down_check").execute_in_process(instance=instance, raise_on_error=False)
+    (evaluation,) = result.get_asset_check_evaluations()
+    del os.environ["INGEST_LANDING__AGENT"]
+    if evaluation.passed:
+        raise SystemExit(f"checkpoint_fresh passed ({evaluation.description}): is an agent running? Stop it first")
+    print(f"recorded a failing checkpoint_fresh: {evaluation.description}")
 
 
 def _dismiss_welcome(page: object) -> None:
@@ -120,15 +176,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Screenshots of the Dagster UI (asset graph, check history)")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "img")
     args = parser.parse_args(argv)
+    os.chdir(REPO)  # conf/ and var/ are relative to the repository root, as for `dg dev`
     if not (REPO / "var" / "dagster" / "dagster.yaml").exists():
         raise SystemExit("no var/dagster: run `.venv/bin/python -m dagster_defs.demo` first")
     args.out.mkdir(parents=True, exist_ok=True)
+    _record_failing_check()
     port = _free_port()
     server = _boot(port, REPO / "var" / "ui-screenshots.log")
     try:
-        _shoot(port, args.out)
+        problems = _shoot(port, args.out)
     finally:
         _stop(server)
+    if problems:
+        print(f"{len(problems)} of {len(PAGES)} pages failed:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 1
     return 0
 
 

@@ -3,28 +3,36 @@
 Graph::
 
     channel/<name>  ->  landed/<name>  ->  curated/<name>  (hourly partitions)
-    (the agent          (Spark landing:     (Spark: dedup by event_id,
+    (the agent          (Spark landing:     (Spark: one row per event_id,
      fills it)           one take per        staging dir + swap)
                          land_once)
 
-The landing asset runs in the concurrency pool ``landing-<channel>``; the instance limits
-every pool to one (``concurrency: pools: default_limit: 1`` in dagster.yaml), so two runs never
-take from the same channel at once.
+The landing asset runs in the concurrency pool ``landing-<channel>``, the curated asset in
+``curated-<channel>``. The limits are the *instance's* configuration, not the code's:
+``conf/dagster.yaml`` (copied to ``$DAGSTER_HOME/dagster.yaml``) limits every pool to one run.
+On an instance without a limit both assets log a WARNING and record ``pool_limit: null`` in
+their materialization metadata. Nothing about the landed table's exactly-once depends on the
+pool (see :mod:`dagster_defs.instance`); it prevents wasted work and contention, and for the
+curated asset two runs swapping the same partition at once.
 """
 
 # No ``from __future__ import annotations`` here: Dagster inspects the run-config parameter's
 # annotation at decoration time and cannot resolve a string one (LandingRunConfig).
 import time
+import warnings
+from typing import Any
 
 import dagster as dg
 
-from .curated import build_curated_partition
-from .naming import channel_key, curated_key, landed_key, pool_name
+from .curated import CuratedResult, build_curated_partition
+from .instance import pool_limit
+from .naming import channel_key, curated_key, curated_pool_name, landed_key, landing_pool_name
 from .resources import CuratedResource, LandingResource, SparkResource
 from .settings import ChannelSpec, OrchestrationSettings
+from .storage import read_json
 
 __all__ = ["LandingRunConfig", "build_channel_spec", "build_curated_asset", "build_landing_asset",
-           "hourly_partitions"]
+           "hourly_partitions", "landed_partitions"]
 
 
 class LandingRunConfig(dg.Config):
@@ -43,8 +51,35 @@ def build_channel_spec(spec: ChannelSpec) -> dg.AssetSpec:
                   "capacity": spec.capacity})
 
 
+def _pool_metadata(context: dg.AssetExecutionContext, pool: str, risk: str) -> dict[str, Any]:
+    """``pool`` / ``pool_limit`` metadata; a WARNING when the instance does not limit the pool."""
+    limit = pool_limit(context.instance, pool)
+    if limit is None:
+        context.log.warning(
+            f"the Dagster instance sets no limit for pool {pool}: {risk}. Use conf/dagster.yaml as "
+            f"$DAGSTER_HOME/dagster.yaml (or `dagster instance concurrency set {pool} 1`); see docs/dagster.md")
+    return {"pool": pool, "pool_limit": limit}
+
+
+def landed_partitions(context: dg.AssetExecutionContext, manifest_uris: list[str]) -> list[str]:
+    """The ``event_date=D/event_hour=H`` directories the batches wrote into, from their manifests
+    (one small file each). The curated sensor reads them from the materialization metadata."""
+    from ingest_toolkit.land.manifest import Manifest
+
+    found: set[str] = set()
+    for uri in manifest_uris:
+        try:
+            found.update(Manifest.from_json(read_json(uri)).partitions)
+        except (OSError, ValueError, KeyError) as err:
+            context.log.warning(f"cannot read the partitions of manifest {uri} ({err}): the curated sensor will "
+                                "not see this batch's hours; materialize them by hand")
+    return sorted(found)
+
+
 def build_landing_asset(spec: ChannelSpec, settings: OrchestrationSettings) -> dg.AssetsDefinition:
-    @dg.asset(key=landed_key(spec.name), deps=[channel_key(spec.name)], pool=pool_name(spec.name),
+    pool = landing_pool_name(spec.name)
+
+    @dg.asset(key=landed_key(spec.name), deps=[channel_key(spec.name)], pool=pool,
               group_name="landing", kinds={"spark", "parquet"},
               description=f"Takes committed events out of channel '{spec.name}' in take transactions and lands "
                           "them as Parquet (partitioned by event date/hour), exactly once.")
@@ -52,6 +87,8 @@ def build_landing_asset(spec: ChannelSpec, settings: OrchestrationSettings) -> d
                spark: SparkResource) -> dg.MaterializeResult:
         from ingest_toolkit.land import land_once
 
+        pool_meta = _pool_metadata(context, pool, f"two landing runs of channel {spec.name} may run at once "
+                                                  "(the landed table stays exactly-once; the runs compete)")
         landing_config = landing.config()
         batches = config.batches or settings.batches_per_run
         started = time.monotonic()
@@ -66,6 +103,7 @@ def build_landing_asset(spec: ChannelSpec, settings: OrchestrationSettings) -> d
                 if result.taken == 0 or result.backlog_after == 0:
                     break
         last = results[-1]
+        partitions = landed_partitions(context, [r.manifest_uri for r in results if r.manifest_uri])
         return dg.MaterializeResult(metadata={
             "events": sum(r.events for r in results), "taken": sum(r.taken for r in results),
             "bytes": sum(r.bytes for r in results),
@@ -75,7 +113,7 @@ def build_landing_asset(spec: ChannelSpec, settings: OrchestrationSettings) -> d
             "duration_s": round(time.monotonic() - started, 3), "backlog_after": last.backlog_after,
             "source": "agent " + landing_config.agent if landing_config.agent else "in-process",
             "root": dg.MetadataValue.path(f"{landing_config.root}/{spec.name}"),
-            "manifest": str(last.manifest_uri or "")})
+            "manifest": str(last.manifest_uri or ""), "partitions": partitions, **pool_meta})
 
     return landed
 
@@ -87,21 +125,49 @@ def hourly_partitions(settings: OrchestrationSettings) -> dg.HourlyPartitionsDef
                                          end_offset=1)
 
 
+def _curated_metadata(results: dict[str, CuratedResult]) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "rows_by_partition": {k: r.rows for k, r in results.items()},
+        "duplicates_dropped": sum(r.duplicates_dropped for r in results.values())}
+    if len(results) == 1:  # one partition: the details of that hour
+        (result,) = results.values()
+        metadata.update(rows=result.rows, path=dg.MetadataValue.path(result.path), landed_dirs=result.source_dirs,
+                        window_utc=f"{result.window_utc[0]} .. {result.window_utc[1]}")
+    else:  # a range (a single-run backfill): every partition of it gets this metadata
+        metadata.update(rows_total=sum(r.rows for r in results.values()), paths=[r.path for r in results.values()])
+    return metadata
+
+
+def _build_partitions(context: dg.AssetExecutionContext, partitions: dg.HourlyPartitionsDefinition, channel: str,
+                      landed_root: str, spark: SparkResource, curated_root: str) -> dict[str, CuratedResult]:
+    """Build every partition of the run (one key, or a backfill's range) in one Spark session."""
+    results: dict[str, CuratedResult] = {}
+    for key in context.partition_keys:
+        window = partitions.time_window_for_partition_key(key)
+        result = build_curated_partition(spark.session(), landed_root, curated_root, channel, window.start, window.end)
+        context.log.info(f"partition {key}: {result.rows} rows from {len(result.source_dirs)} landed directories, "
+                         f"{result.duplicates_dropped} duplicates dropped")
+        results[key] = result
+    return results
+
+
 def build_curated_asset(spec: ChannelSpec, settings: OrchestrationSettings) -> dg.AssetsDefinition:
-    @dg.asset(key=curated_key(spec.name), deps=[landed_key(spec.name)], partitions_def=hourly_partitions(settings),
-              group_name="curated", kinds={"spark", "parquet"},
-              description=f"Hourly curated table of channel '{spec.name}': the landed rows of the hour, one per "
-                          "event_id, rewritten as a whole (staging directory + swap). Backfill any range.")
-    def curated_table(context: dg.AssetExecutionContext, landing: LandingResource, spark: SparkResource,
-                curated: CuratedResource) -> dg.MaterializeResult:
-        window = context.partition_time_window
-        result = build_curated_partition(spark.session(), landing.config().root, curated.root, spec.name,
-                                         window.start, window.end)
-        context.log.info(f"partition {context.partition_key}: {result.rows} rows from {len(result.source_dirs)} "
-                         f"landed directories, {result.duplicates_dropped} duplicates dropped")
-        return dg.MaterializeResult(metadata={
-            "rows": result.rows, "duplicates_dropped": result.duplicates_dropped,
-            "path": dg.MetadataValue.path(result.path), "landed_dirs": result.source_dirs,
-            "window_utc": f"{result.window_utc[0]} .. {result.window_utc[1]}"})
+    partitions = hourly_partitions(settings)
+    pool = curated_pool_name(spec.name)
+
+    with warnings.catch_warnings():  # BackfillPolicy is "beta" in Dagster 1.13; single_run is what Spark wants
+        warnings.simplefilter("ignore", dg.BetaWarning)
+
+        @dg.asset(key=curated_key(spec.name), deps=[landed_key(spec.name)], partitions_def=partitions, pool=pool,
+                  backfill_policy=dg.BackfillPolicy.single_run(), group_name="curated", kinds={"spark", "parquet"},
+                  description=f"Hourly curated table of channel '{spec.name}': the landed rows of the hour, one per "
+                              "event_id, rewritten as a whole (staging directory + swap). Backfill any range: one run "
+                              "builds every hour of it in one Spark session.")
+        def curated_table(context: dg.AssetExecutionContext, landing: LandingResource, spark: SparkResource,
+                          curated: CuratedResource) -> dg.MaterializeResult:
+            pool_meta = _pool_metadata(context, pool, f"two runs of the same hour of channel {spec.name} could swap "
+                                                      "its directory at the same time")
+            results = _build_partitions(context, partitions, spec.name, landing.config().root, spark, curated.root)
+            return dg.MaterializeResult(metadata={**_curated_metadata(results), **pool_meta})
 
     return curated_table

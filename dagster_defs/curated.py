@@ -2,8 +2,10 @@
 
 A partition ``[start, end)`` (in the partitions' time zone, UTC by default) reads the landed
 hour directories that cover it (``<landed>/<channel>/event_date=D/event_hour=H``, UTC), keeps
-the rows whose ``event_time`` falls in the window, drops duplicate ``event_id``s (the landing is
-exactly-once, but the curated table must not depend on it), and replaces
+the rows whose ``event_time`` falls in the window, keeps one row per ``event_id`` (the landing is
+exactly-once, but the curated table must not depend on it; of duplicates the earliest landed one
+survives: smallest ``ingest_time``, then ``batch_id``, so a rebuild keeps the same row), and
+replaces
 ``<curated>/<channel>/event_date=D/event_hour=H`` (the UTC start hour) as a whole:
 
 1. Spark writes the partition to ``<curated>/<channel>/_staging/<hour>-<uuid>``;
@@ -13,11 +15,20 @@ exactly-once, but the curated table must not depend on it), and replaces
 Re-running a partition therefore replaces it (idempotent) and a failed run leaves the previous
 version or, after a crash between the two renames, no directory: the next run rebuilds it. An
 hour with no landed data produces an empty partition (a directory with no rows), not an error.
+
+Two runs of the same partition must not swap at once (the second rename could meet the first's
+directory): the curated asset runs in the pool ``curated-<channel>`` (see ``conf/dagster.yaml``).
+
+Which partitions a landed hour feeds (:func:`partition_keys_for_hours`) depends on the zone: in
+UTC one, in a half-hour zone (Asia/Kolkata) two, and on a day when daylight saving time ends the
+repeated local hour is its own partition with an offset in its key (``2026-11-01-01:00-0500``).
 """
 
 from __future__ import annotations
 
+import re
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -27,12 +38,15 @@ import pendulum
 from .storage import Location, locate
 
 if TYPE_CHECKING:
+    import dagster as dg
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["CuratedResult", "build_curated_partition", "landed_hour_dirs", "landed_schema", "utc_hours"]
+__all__ = ["CuratedResult", "build_curated_partition", "dedupe_earliest", "hour_of_landed_dir", "landed_hour_dirs",
+           "landed_schema", "partition_keys_for_hours", "utc_hours"]
 
 _PARTITION_COLUMNS = ("event_date", "event_hour")
+_LANDED_DIR = re.compile(r"(?:^|/)event_date=(\d{4}-\d{2}-\d{2})/event_hour=(\d{1,2})/?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +100,48 @@ def landed_hour_dirs(table: Location, hours: list[pendulum.DateTime]) -> list[Lo
     return found
 
 
+def hour_of_landed_dir(name: str) -> pendulum.DateTime | None:
+    """The UTC hour of a landed partition directory (``event_date=2026-11-20/event_hour=08``, as
+    a landing manifest lists them); None for anything else (e.g. Spark's directory of null dates)."""
+    match = _LANDED_DIR.search(name)
+    if match is None or int(match.group(2)) > 23:
+        return None
+    day = pendulum.parse(match.group(1), tz="UTC")
+    assert isinstance(day, pendulum.DateTime)
+    return day.add(hours=int(match.group(2)))
+
+
+def partition_keys_for_hours(partitions: dg.TimeWindowPartitionsDefinition,
+                             hours: Iterable[pendulum.DateTime]) -> list[str]:
+    """The partitions of ``partitions`` that overlap the given UTC hours, sorted by time.
+
+    Partitions start on the hour in their own zone, so one UTC hour overlaps the partition of
+    its first minute and the one of its last minute (two in a half-hour zone). Hours outside
+    the partition set (before ``partitions_start``, or beyond the hour in progress) have none.
+    """
+    keys: dict[str, float] = {}
+    for hour in hours:
+        for minute in (0, 59):
+            key = partitions.get_partition_key_for_timestamp(hour.add(minutes=minute).timestamp())
+            if key not in keys and partitions.has_partition_key(key):
+                keys[key] = partitions.time_window_for_partition_key(key).start.timestamp()
+    return sorted(keys, key=keys.__getitem__)
+
+
+def dedupe_earliest(frame: DataFrame) -> DataFrame:
+    """One row per ``event_id``: the earliest landed (``ingest_time``, then ``batch_id``).
+
+    ``dropDuplicates`` keeps whichever row Spark meets first, which depends on file order and
+    task scheduling; a rebuild must keep the same row.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    order = Window.partitionBy("event_id").orderBy(F.col("ingest_time").asc_nulls_last(),
+                                                   F.col("batch_id").asc_nulls_last())
+    return frame.withColumn("_rank", F.row_number().over(order)).where(F.col("_rank") == 1).drop("_rank")
+
+
 def _read_window(spark: SparkSession, table: Location, dirs: list[Location], start: datetime,
                  end: datetime) -> DataFrame:
     from pyspark.sql import functions as F
@@ -115,7 +171,7 @@ def build_curated_partition(spark: SparkSession, landed_root: str, curated_root:
     frame = frame.persist()
     try:
         total = frame.count()
-        curated = frame.dropDuplicates(["event_id"]).orderBy("event_time", "event_id")
+        curated = dedupe_earliest(frame).orderBy("event_time", "event_id")
         table = locate(curated_root).child(channel)
         target = table.child(f"event_date={hours[0].format('YYYY-MM-DD')}", f"event_hour={hours[0].hour:02d}")
         staging = table.child("_staging", f"{hours[0].format('YYYY-MM-DD-HH')}-{uuid.uuid4().hex}")

@@ -8,18 +8,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import dagster as dg
-import pendulum
 from rich.console import Console
 from rich.table import Table
 
 from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
 
 from .assets import hourly_partitions
+from .curated import hour_of_landed_dir, partition_keys_for_hours
 from .naming import checks_job_name, curated_job_name, curated_op_name, landing_job_name, landing_op_name
 from .settings import ChannelSpec, OrchestrationSettings
 from .storage import local_path
 
-__all__ = ["CheckRow", "Outcome", "check_table", "run_pipeline"]
+__all__ = ["CheckRow", "Outcome", "check_table", "landed_partition_keys", "run_pipeline"]
 
 # Runs log to the instance (visible in the UI); the terminal shows warnings and errors only.
 _QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -52,7 +52,7 @@ def run_pipeline(paths: object, agent_address: str, console: Console) -> Outcome
     from .factory import definitions_from_conf
     from .settings import load_orchestration_settings
 
-    os.environ["INGEST_LANDING_AGENT"] = agent_address  # the landing resource takes through the agent
+    os.environ["INGEST_LANDING__AGENT"] = agent_address  # the landing resource takes through the agent
     settings = load_orchestration_settings()
     specs = load_channel_specs(settings.agent_conf)
     defs = definitions_from_conf()
@@ -94,16 +94,11 @@ def _wait_for_checkpoint(spec: ChannelSpec, after_ns: int, timeout: float = 30.0
         time.sleep(0.2)
 
 
-def _landed_partition_keys(landed: Path, settings: OrchestrationSettings) -> list[str]:
-    partitions = hourly_partitions(settings)
-    keys: set[str] = set()
-    for day in sorted(landed.glob("event_date=*")):
-        for hour in sorted(day.glob("event_hour=*")):
-            start = pendulum.parse(f"{day.name.split('=')[1]}T{int(hour.name.split('=')[1]):02d}:00:00Z")
-            assert isinstance(start, pendulum.DateTime)
-            for minute in (0, 59):  # a partition in a half-hour zone may start inside the UTC hour
-                keys.add(partitions.get_partition_key_for_timestamp(start.add(minutes=minute).timestamp()))
-    return sorted(keys)
+def landed_partition_keys(landed: Path, settings: OrchestrationSettings) -> list[str]:
+    """The curated partitions that overlap the hour directories of a local landed table."""
+    dirs = [f"{day.name}/{hour.name}" for day in landed.glob("event_date=*") for hour in day.glob("event_hour=*")]
+    hours = [h for h in map(hour_of_landed_dir, dirs) if h is not None]
+    return partition_keys_for_hours(hourly_partitions(settings), sorted(hours))
 
 
 def _curate(defs: dg.Definitions, instance: dg.DagsterInstance, spec: ChannelSpec, settings: OrchestrationSettings,
@@ -112,7 +107,7 @@ def _curate(defs: dg.Definitions, instance: dg.DagsterInstance, spec: ChannelSpe
     curated = Path(settings.curated_root).resolve() / spec.name
     outcome.landed_dir, outcome.curated_dir = str(landed), str(curated)
     job = defs.resolve_job_def(curated_job_name(spec.name))
-    for key in _landed_partition_keys(landed, settings):
+    for key in landed_partition_keys(landed, settings):
         result = job.execute_in_process(instance=instance, partition_key=key, run_config=_QUIET)
         rows = result.asset_materializations_for_node(curated_op_name(spec.name))
         console.print(f"   curated {spec.name} partition {key}: {rows[0].metadata['rows'].value} rows")

@@ -21,40 +21,16 @@ from ingest_toolkit.collect.sources.spool_dir import SpoolDirSettings
 from ingest_toolkit.errors import ConfigError, IngestError
 from ingest_toolkit.land.config import load_landing_config
 
-from .naming import ensure_pool_limits
+from .instance import ensure_pool_limits, write_instance_yaml
 from .settings import load_orchestration_settings
 from .storage import local_path
 
 __all__ = ["DEMO_CHECKPOINT_INTERVAL", "Agent", "DemoError", "DemoPaths", "clear", "prepare_instance",
-           "wait_ingested", "write_dagster_yaml", "write_spool_files"]
+           "wait_ingested", "write_spool_files"]
 
 # The demo's agent checkpoints every few seconds, so the checks see the state after the landing
 # without waiting the production interval (30 s).
 DEMO_CHECKPOINT_INTERVAL = 3.0
-
-_DAGSTER_YAML = """\
-# Written by `python -m dagster_defs.demo`: the local Dagster instance of the demo, also used by
-# `DAGSTER_HOME=$PWD/var/dagster dg dev`. Storage: SQLite files in this directory.
-concurrency:
-  pools:
-    # Every pool (one per channel: landing-<channel>) admits one run at a time, so two landing
-    # runs never take from the same channel at once. "run": a queued run waits before it starts
-    # (and before it starts Spark), not inside a step.
-    granularity: run
-    default_limit: 1
-  runs:
-    # Second guard, for landing jobs: Dagster 1.13 creates a pool's default limit only when it
-    # first sees the pool, after deciding on the runs queued in that same pass, so two runs queued
-    # together could start together once. Run tag limits have no such gap (see docs/dagster.md);
-    # `ensure_pool_limits` also creates the pools up front.
-    tag_concurrency_limits:
-      - key: ingest/landing
-        value:
-          applyLimitPerUniqueValue: true
-        limit: 1
-telemetry:
-  enabled: false
-"""
 
 
 class DemoError(IngestError):
@@ -111,16 +87,11 @@ def clear(paths: DemoPaths) -> None:
         shutil.rmtree(target, ignore_errors=True)
 
 
-def write_dagster_yaml(home: Path) -> None:
-    """The instance configuration: SQLite storage in ``home``, every pool limited to one run."""
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "dagster.yaml").write_text(_DAGSTER_YAML)
-
-
 def prepare_instance(paths: DemoPaths) -> Path:
-    """``var/dagster`` with the demo's dagster.yaml and a limit of one per landing pool; sets
+    """``var/dagster`` with ``dagster.yaml`` copied from ``conf/dagster.yaml`` (SQLite storage in
+    that directory, every pool limited to one run) and the channels' pools created; sets
     DAGSTER_HOME for this process."""
-    write_dagster_yaml(paths.dagster_home)
+    write_instance_yaml(paths.dagster_home)
     os.environ["DAGSTER_HOME"] = str(paths.dagster_home)
     with dg.DagsterInstance.get() as instance:
         ensure_pool_limits(instance, list(paths.channels))

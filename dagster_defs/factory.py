@@ -2,7 +2,7 @@
 
 One call per channel produces: the channel's external asset and its four checks, the landing
 asset and its two checks, the hourly curated asset and its check, three jobs (land, curate,
-check), the landing sensor and the drain schedule. :func:`build_definitions` merges them with
+check), the landing sensor, the curated sensor and the drain schedule. :func:`build_definitions` merges them with
 the resources; ``definitions.py`` calls it on the settings in ``conf/``.
 """
 
@@ -13,6 +13,7 @@ import dagster as dg
 from .assets import build_channel_spec, build_curated_asset, build_landing_asset
 from .channels import load_channel_specs
 from .checks import build_channel_checks, build_data_checks
+from .curated_sensor import build_curated_sensor
 from .naming import channel_key, checks_job_name, curated_job_name, curated_key, landed_key, landing_job_name
 from .resources import CuratedResource, LandingResource, SparkResource, env_or
 from .sensors import build_drain_schedule, build_landing_sensor
@@ -29,7 +30,8 @@ def build_channel_definitions(spec: ChannelSpec, settings: OrchestrationSettings
         tags={"ingest/channel": spec.name, "ingest/landing": spec.name})
     curate_job = dg.define_asset_job(
         curated_job_name(spec.name), selection=dg.AssetSelection.assets(curated_key(spec.name)),
-        description=f"Build curated hours of channel {spec.name}.")
+        description=f"Build curated hours of channel {spec.name}.",
+        tags={"ingest/channel": spec.name, "ingest/curated": spec.name})
     checks_job = dg.define_asset_job(
         checks_job_name(spec.name),
         selection=dg.AssetSelection.checks_for_assets(channel_key(spec.name), landed_key(spec.name),
@@ -39,19 +41,26 @@ def build_channel_definitions(spec: ChannelSpec, settings: OrchestrationSettings
         assets=[build_channel_spec(spec), build_landing_asset(spec, settings), build_curated_asset(spec, settings)],
         asset_checks=[*build_channel_checks(spec, settings), *build_data_checks(spec, settings)],
         jobs=[land_job, curate_job, checks_job],
-        sensors=[build_landing_sensor(spec, settings, land_job)],
+        sensors=[build_landing_sensor(spec, settings, land_job), build_curated_sensor(spec, settings, curate_job)],
         schedules=[build_drain_schedule(spec, settings, land_job)])
 
 
 def build_resources(settings: OrchestrationSettings) -> dict[str, dg.ConfigurableResource]:
-    """Resources from ``conf/``; ``INGEST_LANDING_ROOT``, ``INGEST_LANDING_AGENT``,
-    ``INGEST_AGENT_TOKEN``, ``INGEST_SPARK_MASTER`` and ``INGEST_CURATED_ROOT`` (when set) win."""
+    """Resources from ``conf/`` and the settings loaders' variables (``INGEST_<TABLE>__<KEY>``).
+
+    ``INGEST_LANDING__ROOT``, ``INGEST_LANDING__AGENT``, ``INGEST_SPARK__MASTER`` and
+    ``INGEST_SPARK__REMOTE`` are applied by ``load_landing_config`` whenever a run reads its
+    configuration, so they work even when set only where runs execute; :func:`env_or` also shows
+    them as EnvVar in the UI when they are set where the definitions load.
+    ``INGEST_DAGSTER__CURATED_ROOT`` is part of the ``[dagster]`` settings (read at load).
+    """
     return {
-        "landing": LandingResource(landing_conf=settings.landing_conf, root=env_or("INGEST_LANDING_ROOT", None),
-                                   agent=env_or("INGEST_LANDING_AGENT", None),
+        "landing": LandingResource(landing_conf=settings.landing_conf, root=env_or("INGEST_LANDING__ROOT", None),
+                                   agent=env_or("INGEST_LANDING__AGENT", None),
                                    agent_token=env_or("INGEST_AGENT_TOKEN", None)),
-        "spark": SparkResource(landing_conf=settings.landing_conf, master=env_or("INGEST_SPARK_MASTER", None)),
-        "curated": CuratedResource(root=env_or("INGEST_CURATED_ROOT", settings.curated_root)),
+        "spark": SparkResource(landing_conf=settings.landing_conf, master=env_or("INGEST_SPARK__MASTER", None),
+                               remote=env_or("INGEST_SPARK__REMOTE", None)),
+        "curated": CuratedResource(root=env_or("INGEST_DAGSTER__CURATED_ROOT", settings.curated_root)),
     }
 
 

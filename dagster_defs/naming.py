@@ -6,8 +6,9 @@ import re
 
 import dagster as dg
 
-__all__ = ["channel_key", "checks_job_name", "curated_job_name", "curated_key", "curated_op_name", "ident",
-           "ensure_pool_limits", "landed_key", "landing_job_name", "landing_op_name", "pool_name"]
+__all__ = ["channel_key", "checks_job_name", "curated_job_name", "curated_key", "curated_op_name",
+           "curated_pool_name", "curated_sensor_name", "ident", "landed_key", "landing_job_name", "landing_op_name",
+           "landing_pool_name", "landing_sensor_name"]
 
 
 def ident(channel: str) -> str:
@@ -37,17 +38,22 @@ def curated_op_name(channel: str) -> str:
     return curated_key(channel).to_python_identifier()
 
 
-def pool_name(channel: str) -> str:
+def landing_pool_name(channel: str) -> str:
+    """The concurrency pool of the landing asset: one landing run of a channel at a time."""
     return f"landing-{channel}"
 
 
-def ensure_pool_limits(instance: dg.DagsterInstance, channels: list[str], limit: int = 1) -> None:
-    """Create the landing pools with ``limit`` slots (``dagster instance concurrency set
-    landing-<channel> 1`` does the same), so that the very first queued runs are limited too."""
-    for channel in channels:
-        info = instance.event_log_storage.get_concurrency_info(pool_name(channel))
-        if info.slot_count != limit:
-            instance.event_log_storage.set_concurrency_slots(pool_name(channel), limit)
+def curated_pool_name(channel: str) -> str:
+    """The concurrency pool of the curated asset: no two runs swap the same partition at once."""
+    return f"curated-{channel}"
+
+
+def landing_sensor_name(channel: str) -> str:
+    return f"landing_sensor_{ident(channel)}"
+
+
+def curated_sensor_name(channel: str) -> str:
+    return f"curated_sensor_{ident(channel)}"
 
 
 def landing_job_name(channel: str) -> str:

@@ -8,8 +8,20 @@
   reused and left running.
 * :class:`CuratedResource`: where curated tables go.
 
-Values that differ per deployment can come from environment variables as :class:`dagster.EnvVar`
-(shown as such in the UI, resolved when a run starts): see :func:`env_or`.
+Every value that differs per deployment is an environment variable of the settings loaders'
+scheme, ``INGEST_<TABLE>__<KEY>`` (``INGEST_LANDING__ROOT``, ``INGEST_LANDING__AGENT``,
+``INGEST_SPARK__MASTER``, ``INGEST_SPARK__REMOTE``, ``INGEST_DAGSTER__CURATED_ROOT``), plus the
+agent's bearer token ``INGEST_AGENT_TOKEN`` (or the variable ``[landing] agent_token_env`` names).
+When each is read:
+
+* ``INGEST_LANDING__*`` and ``INGEST_SPARK__*``: by ``load_landing_config`` every time a run reads
+  its configuration, in the run's process. Setting one where runs execute is enough.
+* ``INGEST_DAGSTER__*``: by the orchestration settings, when the definitions load (the code
+  server and each run process, which inherit the same environment under ``dg dev``).
+* :func:`env_or` additionally puts the variable into the resource's configuration as
+  :class:`dagster.EnvVar` *when it is set where the definitions load*, so the UI shows where
+  the value comes from; when it is not set there, the field stays empty and the loaders above
+  still apply the variable at run time. Nothing depends on the two being decided alike.
 """
 
 from __future__ import annotations
@@ -38,8 +50,10 @@ __all__ = ["CuratedResource", "LandingResource", "SparkResource", "env_or"]
 def env_or(name: str, default: str | None) -> Any:
     """``EnvVar(name)`` when the variable is set where the definitions load, else ``default``.
 
-    The variable's *value* is still read when a run starts (Dagster resolves EnvVar at run
-    time); only the choice between the environment and ``conf/`` is made at load time.
+    The choice is made at load time, the *value* is read when a run starts (Dagster resolves
+    EnvVar then; a variable unset by then fails the run's resource initialization, naming it).
+    For the landing and Spark variables this only changes what the UI shows: the settings
+    loaders apply them at run time either way (module docstring).
     """
     return dg.EnvVar(name) if name in os.environ else default
 
@@ -48,8 +62,8 @@ class LandingResource(dg.ConfigurableResource):
     """Landing settings and access to the channels."""
 
     landing_conf: str = "conf/landing.toml"
-    root: str | None = None  # overrides [landing] root
-    agent: str | None = None  # overrides [landing] agent ("host:port"): remote takes when set
+    root: str | None = None  # overrides [landing] root (INGEST_LANDING__ROOT applies anyway)
+    agent: str | None = None  # overrides [landing] agent "host:port" (INGEST_LANDING__AGENT): remote takes
     agent_token: str | None = None  # bearer token for the agent (give it as EnvVar)
 
     def config(self) -> LandingConfig:
@@ -94,8 +108,10 @@ class LandingResource(dg.ConfigurableResource):
             return client.status(channel)
 
     def _token(self, config: LandingConfig) -> str | None:
-        if self.agent_token is None and config.agent_token_env:
-            return os.environ.get(config.agent_token_env)
+        """The resource's token, else the variable ``[landing] agent_token_env`` names, else
+        ``INGEST_AGENT_TOKEN``, read now (run time)."""
+        if self.agent_token is None:
+            return os.environ.get(config.agent_token_env or "INGEST_AGENT_TOKEN")
         return self.agent_token
 
     @contextmanager
@@ -115,8 +131,8 @@ class SparkResource(dg.ConfigurableResource):
     """
 
     landing_conf: str = "conf/landing.toml"
-    master: str | None = None  # overrides [spark] master
-    remote: str | None = None  # overrides [spark] remote (Spark Connect sc://host:port)
+    master: str | None = None  # overrides [spark] master (INGEST_SPARK__MASTER applies anyway)
+    remote: str | None = None  # overrides [spark] remote, Spark Connect sc://host:port (INGEST_SPARK__REMOTE)
 
     _session: SparkSession | None = PrivateAttr(default=None)
     _owned: bool = PrivateAttr(default=False)

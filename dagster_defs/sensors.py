@@ -5,14 +5,19 @@ small file), so an evaluation costs a millisecond and never disturbs the channel
 
 It requests a run when the *committed backlog* (events committed and not taken: ``queue_size``
 minus events in open takes) reaches ``sensor_min_backlog``, or when the oldest of them has waited
-``sensor_max_backlog_age_seconds``. Never double-launching rests on two things:
+``sensor_max_backlog_age_seconds``. Never double-launching rests on three things:
 
-* the run key is the channel state the decision was made on (``puts_committed`` and
-  ``takes_committed``): the same backlog can never launch a second run, even if the cursor were
-  lost, because Dagster skips a run key it has seen;
-* while a landing run of the channel is queued or running, the sensor skips: the backlog that
-  run is about to take is not a reason for another one (the concurrency pool would only make
-  it wait, then find little to do).
+* the run key is the channel *state* the decision was made on: the channel's identity (a new
+  UUID whenever a channel directory is created), its last sequence number and its
+  ``puts_committed`` / ``takes_committed``. The same state never launches two runs, even if the
+  cursor were lost, because Dagster skips a run key it has seen; a recreated channel, or
+  counters that restarted lower after a replay without a checkpoint, give new keys (sequence
+  numbers never go back within one identity, so a repeated key is a repeated state);
+* the cursor records the state it last requested a run for; the same state again is skipped
+  with that run key in the reason instead of being handed to Dagster to drop silently;
+* while a run that materializes the landing asset is queued or running (from the ``land_<c>``
+  job, the asset page, a backfill: whatever the job), the sensor skips: that run takes this
+  backlog (the concurrency pool would only make another wait, then find little to do).
 
 A failed landing leaves the state unchanged, so the sensor does not retry it on its own; new
 puts (a new state) or the drain schedule do.
@@ -27,10 +32,58 @@ import dagster as dg
 
 from ingest_toolkit.channel.checkpoint import CheckpointInfo, CheckpointInvalid, read_checkpoint_meta
 
-from .naming import ident
+from .naming import ident, landed_key, landing_sensor_name
 from .settings import ChannelSpec, OrchestrationSettings
 
-__all__ = ["Decision", "build_drain_schedule", "build_landing_sensor", "decide"]
+__all__ = ["ChannelState", "Decision", "SensorCursor", "build_drain_schedule", "build_landing_sensor", "decide",
+           "landing_in_progress"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelState:
+    """What a landing decision is made on; equal states are the same backlog."""
+
+    channel_id: str
+    last_seq: int
+    puts_committed: int
+    takes_committed: int
+
+    @classmethod
+    def of(cls, info: CheckpointInfo) -> ChannelState:
+        return cls(info.channel_id, info.last_seq, info.puts_committed, info.takes_committed)
+
+    def run_key(self, channel: str) -> str:
+        return (f"land-{channel}-{self.channel_id.replace('-', '')}-seq{self.last_seq}-puts{self.puts_committed}"
+                f"-takes{self.takes_committed}")
+
+
+@dataclass(frozen=True, slots=True)
+class SensorCursor:
+    """The landing sensor's cursor: the last checkpoint seen and the last state a run was requested for."""
+
+    checkpoint_id: int = 0
+    channel_id: str | None = None
+    requested: ChannelState | None = None
+    requested_run_key: str | None = None
+
+    @classmethod
+    def parse(cls, text: str | None) -> SensorCursor:
+        """Parse a cursor; an unknown or damaged one counts as none (Dagster's run keys still
+        prevent a second run of a state already requested)."""
+        try:
+            doc = json.loads(text) if text else {}
+            requested = doc.get("requested")
+            return cls(int(doc.get("checkpoint_id", 0)), doc.get("channel_id"),
+                       ChannelState(**requested) if requested else None, doc.get("requested_run_key"))
+        except (ValueError, TypeError, AttributeError):
+            return cls()
+
+    def dumps(self) -> str:
+        requested = None if self.requested is None else {
+            "channel_id": self.requested.channel_id, "last_seq": self.requested.last_seq,
+            "puts_committed": self.requested.puts_committed, "takes_committed": self.requested.takes_committed}
+        return json.dumps({"checkpoint_id": self.checkpoint_id, "channel_id": self.channel_id,
+                           "requested": requested, "requested_run_key": self.requested_run_key}, sort_keys=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,35 +93,37 @@ class Decision:
     run: bool
     reason: str
     run_key: str | None = None
+    state: ChannelState | None = None
 
 
 def decide(channel: str, info: CheckpointInfo | None, settings: OrchestrationSettings,
-           now_ns: int | None = None) -> Decision:
+           now_ns: int | None = None, cursor: SensorCursor | None = None) -> Decision:
     """Pure decision: request a landing run for this checkpoint state, or say why not."""
     if info is None:
         return Decision(False, f"channel {channel}: no checkpoint.meta yet (the channel never checkpointed)")
+    cursor = cursor or SensorCursor()
     backlog = info.queue_size - info.inflight_takes
     age = info.backlog_age_seconds(now_ns) if backlog > 0 else 0.0
     numbers = (f"committed backlog {backlog} events (threshold {settings.sensor_min_backlog}), oldest "
                f"{age:.0f} s old (threshold {settings.sensor_max_backlog_age_seconds:.0f} s), "
                f"{info.inflight_takes} in open takes, checkpoint {info.checkpoint_id} "
                f"written {info.age_seconds(now_ns):.0f} s ago")
+    if cursor.channel_id not in (None, info.channel_id):
+        numbers += f"; new channel identity {info.channel_id} (was {cursor.channel_id}: the channel was recreated)"
     if backlog <= 0 or (backlog < settings.sensor_min_backlog and age < settings.sensor_max_backlog_age_seconds):
         return Decision(False, f"channel {channel}: below thresholds: {numbers}")
-    run_key = f"land-{channel}-puts{info.puts_committed}-takes{info.takes_committed}"
-    return Decision(True, f"channel {channel}: {numbers}", run_key)
-
-
-def _cursor(checkpoint_id: int, run_key: str | None, previous: str | None) -> str:
-    last_key = run_key or (json.loads(previous).get("last_run_key") if previous else None)
-    return json.dumps({"checkpoint_id": checkpoint_id, "last_run_key": last_key})
+    state = ChannelState.of(info)
+    if state == cursor.requested:
+        return Decision(False, f"channel {channel}: a landing run was already requested for this state (run key "
+                               f"{cursor.requested_run_key}); waiting for the channel to change: {numbers}")
+    return Decision(True, f"channel {channel}: {numbers}", state.run_key(channel), state)
 
 
 def build_landing_sensor(spec: ChannelSpec, settings: OrchestrationSettings,
                          job: dg.UnresolvedAssetJobDefinition) -> dg.SensorDefinition:
     """The sensor of one channel; ``job`` lands that channel."""
 
-    @dg.sensor(name=f"landing_sensor_{ident(spec.name)}", job=job,
+    @dg.sensor(name=landing_sensor_name(spec.name), job=job,
                minimum_interval_seconds=settings.sensor_interval_seconds,
                default_status=dg.DefaultSensorStatus.RUNNING,
                description=f"Requests a landing run of channel {spec.name} from its checkpoint.meta "
@@ -78,17 +133,21 @@ def build_landing_sensor(spec: ChannelSpec, settings: OrchestrationSettings,
             info = read_checkpoint_meta(spec.checkpoint_dir)
         except (CheckpointInvalid, OSError) as err:
             return dg.SensorResult(skip_reason=f"channel {spec.name}: checkpoint.meta unreadable: {err}")
-        checkpoint_id = info.checkpoint_id if info else 0
-        decision = decide(spec.name, info, settings)
-        if decision.run and _landing_in_progress(context, job.name):
-            decision = Decision(False, f"{decision.reason}; a landing run of this channel is already queued or "
+        cursor = SensorCursor.parse(context.cursor)
+        decision = decide(spec.name, info, settings, cursor=cursor)
+        seen = SensorCursor(info.checkpoint_id if info else cursor.checkpoint_id,
+                            info.channel_id if info else cursor.channel_id, cursor.requested, cursor.requested_run_key)
+        busy = decision.run and landing_in_progress(context, job.name, landed_key(spec.name))
+        if busy:
+            decision = Decision(False, f"{decision.reason}; landing run {busy} of this channel is already queued or "
                                        "running, it takes this backlog")
         if not decision.run:
-            return dg.SensorResult(skip_reason=decision.reason, cursor=_cursor(checkpoint_id, None, context.cursor))
+            return dg.SensorResult(skip_reason=decision.reason, cursor=seen.dumps())
         context.log.info(decision.reason)
         request = dg.RunRequest(run_key=decision.run_key, tags={"ingest/channel": spec.name,
                                                                  "ingest/trigger": "backlog"})
-        return dg.SensorResult(run_requests=[request], cursor=_cursor(checkpoint_id, decision.run_key, context.cursor))
+        requested = SensorCursor(seen.checkpoint_id, seen.channel_id, decision.state, decision.run_key)
+        return dg.SensorResult(run_requests=[request], cursor=requested.dumps())
 
     return landing_sensor
 
@@ -97,17 +156,31 @@ _ACTIVE = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED, dg.Dagst
            dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 
 
-def _landing_in_progress(context: dg.SensorEvaluationContext, job_name: str) -> bool:
+def landing_in_progress(context: dg.SensorEvaluationContext, job_name: str, key: dg.AssetKey) -> str | None:
+    """The id of a queued or running run that materializes ``key`` (any job), else None."""
     try:
         instance = context.instance
     except dg.DagsterInvariantViolationError:  # evaluated without an instance (a unit test)
-        return False
-    return bool(instance.get_runs(filters=dg.RunsFilter(job_name=job_name, statuses=_ACTIVE), limit=1))
+        return None
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=_ACTIVE), limit=200):
+        if run.job_name == job_name or (run.asset_selection is not None and key in run.asset_selection):
+            return run.run_id
+        if run.asset_selection is None and _plans(instance, run.run_id, key):  # a whole asset job
+            return run.run_id
+    return None
+
+
+def _plans(instance: dg.DagsterInstance, run_id: str, key: dg.AssetKey) -> bool:
+    """Whether the run planned to materialize ``key`` (Dagster logs the plan when the run is created)."""
+    records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED).records
+    return any(r.event_log_entry.dagster_event is not None and r.event_log_entry.dagster_event.asset_key == key
+               for r in records)
 
 
 def build_drain_schedule(spec: ChannelSpec, settings: OrchestrationSettings,
                          job: dg.UnresolvedAssetJobDefinition) -> dg.ScheduleDefinition:
-    """The floor: drain the channel every ``drain_cron`` whatever the sensor thresholds say."""
+    """The floor: drain the channel every ``drain_cron`` (in ``settings.timezone``) whatever the
+    sensor thresholds say."""
 
     @dg.schedule(name=f"drain_schedule_{ident(spec.name)}", job=job, cron_schedule=settings.drain_cron,
                  execution_timezone=settings.timezone, default_status=dg.DefaultScheduleStatus.RUNNING,

@@ -36,9 +36,10 @@ def build_channel_checks(spec: ChannelSpec, settings: OrchestrationSettings) -> 
         return check_drained_logs_deleted(spec, settings)
 
     @dg.asset_check(asset=key, name="checkpoint_fresh",
-                    description="checkpoint.meta is younger than checkpoint_stale_factor x checkpoint_interval.")
-    def fresh() -> dg.AssetCheckResult:
-        return check_checkpoint_fresh(spec, settings)
+                    description="checkpoint.meta is younger than checkpoint_stale_factor x checkpoint_interval; "
+                                "fails when the landing takes through an agent and no process owns the channel.")
+    def fresh(landing: LandingResource) -> dg.AssetCheckResult:
+        return check_checkpoint_fresh(spec, settings, agent=landing.config().agent)
 
     @dg.asset_check(asset=key, name="backlog_below_capacity",
                     description="Queued events stay below backlog_warn_fraction of capacity (warning).")

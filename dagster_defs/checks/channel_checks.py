@@ -129,25 +129,37 @@ def check_drained_logs_deleted(spec: ChannelSpec, settings: OrchestrationSetting
         else f"no drained log file below the deletion floor log-{floor}"))
 
 
-def check_checkpoint_fresh(spec: ChannelSpec, settings: OrchestrationSettings,
-                           now_ns: int | None = None) -> dg.AssetCheckResult:
-    """The checkpoint is younger than ``checkpoint_stale_factor`` checkpoint intervals."""
+def check_checkpoint_fresh(spec: ChannelSpec, settings: OrchestrationSettings, now_ns: int | None = None,
+                           agent: str | None = None) -> dg.AssetCheckResult:
+    """The checkpoint is younger than ``checkpoint_stale_factor`` checkpoint intervals.
+
+    ``agent``: the address the landing takes through (``[landing] agent``). When set, an agent
+    is meant to own the channel, so a channel that no process owns fails: the agent is down
+    (crashed, or stopped and not restarted) and nothing is ingested. Without it, a channel no
+    process owns passes with a note (its last checkpoint is the one written at close), unless
+    ``checkpoint_stale_when_stopped``.
+    """
     try:
         info = read_checkpoint_meta(spec.checkpoint_dir)
     except CheckpointInvalid as err:
         return dg.AssetCheckResult(passed=False, description=f"checkpoint unreadable: {err}",
                                    metadata={"problem": str(err)})
     owned, holder = lock_state(spec.checkpoint_dir)
+    served = {"owned": str(owned), "holder": holder or "", "agent": agent or ""}
+    if owned is False and agent:
+        return dg.AssetCheckResult(passed=False, metadata=served, description=(
+            f"no process owns the channel, but the landing takes through an agent ({agent}): the agent that "
+            "serves this channel is not running (crashed or stopped); nothing is ingested or landed until it is "
+            "restarted"))
     if info is None:
-        return dg.AssetCheckResult(passed=not owned, description="no checkpoint.meta" + (
-            " although a process owns the channel" if owned else " (channel never opened)"),
-            metadata={"owned": str(owned), "holder": holder or ""})
+        return dg.AssetCheckResult(passed=not owned, metadata=served, description="no checkpoint.meta" + (
+            " although a process owns the channel" if owned else " (channel never opened)"))
     age = info.age_seconds(now_ns)
     interval = info.checkpoint_interval_s
     limit = interval * settings.checkpoint_stale_factor
     metadata: dict[str, Any] = {
         "checkpoint_id": info.checkpoint_id, "age_seconds": round(age, 1), "interval_seconds": interval,
-        "stale_after_seconds": limit, "owned": str(owned), "holder": holder or ""}
+        "stale_after_seconds": limit, **served}
     if owned is False and not settings.checkpoint_stale_when_stopped:
         return dg.AssetCheckResult(passed=True, metadata=metadata, description=(
             f"no process owns the channel: its checkpoint ({age:.0f} s old) is the one written at close"))

@@ -15,6 +15,8 @@ from dagster_defs.checks.channel_checks import (
     check_drained_logs_deleted,
     check_refcounts,
 )
+from dagster_defs.factory import build_definitions
+from dagster_defs.naming import channel_key
 from ingest_toolkit.channel.checkpoint import CHECKPOINT_META, decode_meta, encode_meta
 
 from .helpers import Setup, events_at, fill, make_setup
@@ -154,3 +156,39 @@ def test_backlog_check_warns_near_capacity(tmp_path: Path) -> None:
     result = check_backlog(setup.spec, setup.settings)
     assert not result.passed and result.severity == dg.AssetCheckSeverity.WARN
     assert result.description == "600 of 1000 slots in use (60.0%; warn at 50%)"
+
+
+def test_checkpoint_fresh_fails_when_the_agent_meant_to_serve_the_channel_is_down(tmp_path: Path) -> None:
+    """With ``[landing] agent`` set an agent should own the channel: a crashed agent (no process
+    holds the lock) fails the check instead of passing as a cleanly stopped channel would."""
+    setup = make_setup(tmp_path, checkpoint_interval=30.0)
+    channel = setup.open()
+    try:
+        fill(channel, events_at(5, 0))
+        channel.checkpoint()
+        live = check_checkpoint_fresh(setup.spec, setup.settings, agent="127.0.0.1:7431")
+    finally:
+        channel.close()
+    assert live.passed, live.description
+    down = check_checkpoint_fresh(setup.spec, setup.settings, agent="127.0.0.1:7431")
+    assert not down.passed
+    assert "no process owns the channel, but the landing takes through an agent (127.0.0.1:7431)" in (
+        down.description or "")
+    assert down.metadata["owned"].value == "False" and down.metadata["agent"].value == "127.0.0.1:7431"
+    assert check_checkpoint_fresh(setup.spec, setup.settings).passed  # in-process landing: a stopped channel is fine
+
+
+def test_checkpoint_fresh_reads_the_agent_address_from_the_landing_configuration(tmp_path: Path) -> None:
+    """The check in the definitions takes the address from [landing] agent (or INGEST_LANDING__AGENT)."""
+    setup = make_setup(tmp_path, checkpoint_interval=30.0)
+    setup.open().close()
+    landing = (setup.conf / "landing.toml").read_text()
+    (setup.conf / "landing.toml").write_text(landing.replace("[landing]\n", '[landing]\nagent = "127.0.0.1:7431"\n'))
+    fresh = dg.define_asset_job("fresh", selection=dg.AssetSelection.checks(
+        dg.AssetCheckKey(channel_key("events"), "checkpoint_fresh")))
+    defs = dg.Definitions.merge(build_definitions(setup.settings, [setup.spec]), dg.Definitions(jobs=[fresh]))
+    with dg.instance_for_test() as instance:
+        result = defs.resolve_job_def("fresh").execute_in_process(instance=instance)
+    (evaluation,) = result.get_asset_check_evaluations()
+    assert not evaluation.passed
+    assert "through an agent (127.0.0.1:7431)" in (evaluation.description or "")

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
 import dagster as dg
 
 from dagster_defs.factory import build_definitions
-from dagster_defs.naming import ident, landing_job_name
-from dagster_defs.sensors import decide
+from dagster_defs.naming import curated_key, ident, landed_key, landing_job_name
+from dagster_defs.sensors import ChannelState, SensorCursor, decide
 from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
 
 from .helpers import events_at, fill, make_setup
@@ -23,6 +24,11 @@ def _evaluate(defs: dg.Definitions, name: str, cursor: str | None,
     result = sensor(context)
     assert isinstance(result, dg.SensorResult)
     return result
+
+
+def _key(info: object, puts: int, takes: int) -> str:
+    channel_id = info.channel_id.replace("-", "")  # type: ignore[attr-defined]
+    return f"land-events-{channel_id}-seq{info.last_seq}-puts{puts}-takes{takes}"  # type: ignore[attr-defined]
 
 
 def test_sensor_skips_with_numbers_then_fires_once_per_state(tmp_path: Path) -> None:
@@ -39,29 +45,75 @@ def test_sensor_skips_with_numbers_then_fires_once_per_state(tmp_path: Path) -> 
         message = below.skip_reason.skip_message if below.skip_reason else ""
         assert "committed backlog 40 events (threshold 100)" in message and "threshold 600 s" in message
         assert not below.run_requests
-        assert json.loads(below.cursor or "{}")["checkpoint_id"] >= 1
+        assert SensorCursor.parse(below.cursor).checkpoint_id >= 1
 
         fill(channel, events_at(70, 0))
         channel.checkpoint()
         fired = _evaluate(defs, "events", below.cursor)
         assert fired.run_requests and len(fired.run_requests) == 1
         key = fired.run_requests[0].run_key
-        assert key == "land-events-puts110-takes0"
-        assert json.loads(fired.cursor or "{}")["last_run_key"] == key
+        info = read_checkpoint_meta(setup.spec.checkpoint_dir)
+        assert key == _key(info, 110, 0)
+        cursor = SensorCursor.parse(fired.cursor)
+        assert cursor.requested_run_key == key and cursor.requested is not None
+        assert cursor.requested.puts_committed == 110 and cursor.channel_id == info.channel_id  # type: ignore[union-attr]
 
-        # Same state, new evaluation (or a lost cursor): the same run key, which Dagster never launches twice.
+        # Same state, next evaluation: the cursor knows it was requested and says so.
         channel.checkpoint()
-        again = _evaluate(defs, "events", None)
-        assert [r.run_key for r in again.run_requests or []] == [key]
+        again = _evaluate(defs, "events", fired.cursor)
+        assert not again.run_requests
+        assert again.skip_reason and f"already requested for this state (run key {key})" in \
+            again.skip_reason.skip_message
+        # A lost cursor: the same run key, which Dagster never launches twice.
+        lost = _evaluate(defs, "events", None)
+        assert [r.run_key for r in lost.run_requests or []] == [key]
 
         # A take changes the state: a new key.
         with channel.transaction() as tx:
             tx.take(5)
         channel.checkpoint()
-        later = _evaluate(defs, "events", fired.cursor)
-        assert [r.run_key for r in later.run_requests or []] == ["land-events-puts110-takes5"]
+        later = _evaluate(defs, "events", again.cursor)
+        assert [r.run_key for r in later.run_requests or []] == [_key(info, 110, 5)]
     finally:
         channel.close()
+
+
+def test_a_recreated_channel_at_the_same_counters_fires_again_with_a_new_key(tmp_path: Path) -> None:
+    """What the demo does (clears the channel, writes the same number of events): same counters,
+    new channel identity, so a new run key; the old cursor does not hold it back."""
+    setup = make_setup(tmp_path, sensor_min_backlog=10)
+    defs = build_definitions(setup.settings, [setup.spec])
+
+    def fill_fresh() -> dg.SensorResult:
+        channel = setup.open()
+        try:
+            fill(channel, events_at(20, 0))
+        finally:
+            channel.close()
+        return _evaluate(defs, "events", cursor)
+
+    cursor = None
+    first = fill_fresh()
+    cursor = first.cursor
+    shutil.rmtree(tmp_path / "channel")
+    second = fill_fresh()
+    assert first.run_requests and second.run_requests
+    old_key, new_key = first.run_requests[0].run_key, second.run_requests[0].run_key
+    assert old_key != new_key and old_key.endswith("-puts20-takes0") and new_key.endswith("-puts20-takes0")
+    assert second.skip_reason is None
+    reason = decide("events", read_checkpoint_meta(setup.spec.checkpoint_dir), setup.settings,
+                    cursor=SensorCursor.parse(cursor))
+    assert reason.run and "the channel was recreated" in reason.reason
+
+
+def test_sensor_cursor_round_trip_and_damaged_cursor() -> None:
+    state = ChannelState("5f0c6a52-0d0e-4c43-9d4e-111111111111", 110, 110, 5)
+    cursor = SensorCursor(7, state.channel_id, state, state.run_key("events"))
+    assert SensorCursor.parse(cursor.dumps()) == cursor
+    assert json.loads(cursor.dumps())["requested"]["takes_committed"] == 5
+    assert SensorCursor.parse("not json") == SensorCursor()
+    assert SensorCursor.parse('{"requested": {"x": 1}}') == SensorCursor()  # an unknown shape: no cursor
+    assert SensorCursor.parse(None) == SensorCursor()
 
 
 def test_sensor_skips_while_a_landing_run_is_in_progress(tmp_path: Path) -> None:
@@ -74,10 +126,44 @@ def test_sensor_skips_while_a_landing_run_is_in_progress(tmp_path: Path) -> None
         with dg.instance_for_test() as instance:
             assert _evaluate(defs, "events", None, instance).run_requests
             job = defs.resolve_job_def(landing_job_name("events"))
-            instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED)
+            run = instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED)
             busy = _evaluate(defs, "events", None, instance)
             assert not busy.run_requests
-            assert busy.skip_reason and "already queued or running" in busy.skip_reason.skip_message
+            assert busy.skip_reason and f"landing run {run.run_id} of this channel is already queued or running" \
+                in busy.skip_reason.skip_message
+            instance.report_run_failed(run)
+            assert _evaluate(defs, "events", None, instance).run_requests
+    finally:
+        channel.close()
+
+
+def test_sensor_sees_a_landing_launched_from_the_asset_page(tmp_path: Path) -> None:
+    """The asset page launches the implicit asset job (``__ASSET_JOB``) with an asset selection;
+    a job that materializes every asset has no selection, only its plan names the asset."""
+    setup = make_setup(tmp_path, sensor_min_backlog=10)
+    everything = dg.define_asset_job("everything", selection=dg.AssetSelection.all())
+    defs = dg.Definitions.merge(build_definitions(setup.settings, [setup.spec]), dg.Definitions(jobs=[everything]))
+    channel = setup.open()
+    try:
+        fill(channel, events_at(20, 0))
+        channel.checkpoint()
+        with dg.instance_for_test() as instance:
+            asset_job = defs.resolve_implicit_global_asset_job_def()
+            curated_only = instance.create_run_for_job(asset_job, asset_selection={curated_key("events")},
+                                                       status=dg.DagsterRunStatus.STARTED)
+            assert _evaluate(defs, "events", None, instance).run_requests  # another asset: not a landing
+            from_page = instance.create_run_for_job(asset_job, asset_selection={landed_key("events")},
+                                                    status=dg.DagsterRunStatus.STARTING)
+            assert from_page.job_name != landing_job_name("events")
+            busy = _evaluate(defs, "events", None, instance)
+            assert not busy.run_requests and busy.skip_reason
+            assert f"landing run {from_page.run_id}" in busy.skip_reason.skip_message
+            instance.report_run_canceled(from_page)
+            instance.report_run_failed(curated_only)
+            whole = instance.create_run_for_job(defs.resolve_job_def("everything"), status=dg.DagsterRunStatus.STARTED)
+            assert whole.asset_selection is None
+            busy = _evaluate(defs, "events", None, instance)
+            assert busy.skip_reason and f"landing run {whole.run_id}" in busy.skip_reason.skip_message
     finally:
         channel.close()
 
