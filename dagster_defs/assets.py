@@ -29,10 +29,9 @@ from .instance import pool_limit
 from .naming import channel_key, curated_key, curated_pool_name, landed_key, landing_pool_name
 from .resources import CuratedResource, LandingResource, SparkResource
 from .settings import ChannelSpec, OrchestrationSettings
-from .storage import read_json
 
 __all__ = ["LandingRunConfig", "build_channel_spec", "build_curated_asset", "build_landing_asset",
-           "hourly_partitions", "landed_partitions"]
+           "hourly_partitions"]
 
 
 class LandingRunConfig(dg.Config):
@@ -59,21 +58,6 @@ def _pool_metadata(context: dg.AssetExecutionContext, pool: str, risk: str) -> d
             f"the Dagster instance sets no limit for pool {pool}: {risk}. Use conf/dagster.yaml as "
             f"$DAGSTER_HOME/dagster.yaml (or `dagster instance concurrency set {pool} 1`); see docs/dagster.md")
     return {"pool": pool, "pool_limit": limit}
-
-
-def landed_partitions(context: dg.AssetExecutionContext, manifest_uris: list[str]) -> list[str]:
-    """The ``event_date=D/event_hour=H`` directories the batches wrote into, from their manifests
-    (one small file each). The curated sensor reads them from the materialization metadata."""
-    from ingest_toolkit.land.manifest import Manifest
-
-    found: set[str] = set()
-    for uri in manifest_uris:
-        try:
-            found.update(Manifest.from_json(read_json(uri)).partitions)
-        except (OSError, ValueError, KeyError) as err:
-            context.log.warning(f"cannot read the partitions of manifest {uri} ({err}): the curated sensor will "
-                                "not see this batch's hours; materialize them by hand")
-    return sorted(found)
 
 
 def build_landing_asset(spec: ChannelSpec, settings: OrchestrationSettings) -> dg.AssetsDefinition:
@@ -103,7 +87,9 @@ def build_landing_asset(spec: ChannelSpec, settings: OrchestrationSettings) -> d
                 if result.taken == 0 or result.backlog_after == 0:
                     break
         last = results[-1]
-        partitions = landed_partitions(context, [r.manifest_uri for r in results if r.manifest_uri])
+        # Every hour the taken events are in, those of batches an earlier run landed (redelivered)
+        # included: the curated sensor reads them from this metadata.
+        partitions = sorted({p for r in results for p in r.partitions})
         return dg.MaterializeResult(metadata={
             "events": sum(r.events for r in results), "taken": sum(r.taken for r in results),
             "bytes": sum(r.bytes for r in results),

@@ -7,16 +7,14 @@ rename is atomic).
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlparse
 
 from pyarrow import fs as pafs
 
-__all__ = ["Location", "local_path", "locate", "read_json"]
+__all__ = ["Location", "local_path", "locate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +61,3 @@ def local_path(uri: str) -> Path | None:
     if "://" in uri:
         return None
     return Path(uri).resolve()
-
-
-def read_json(uri: str) -> Any:
-    """The JSON document at a path or URI (read through ``pyarrow.fs``, like the tables)."""
-    location = locate(uri)
-    with location.fs.open_input_stream(location.path) as stream:
-        return json.loads(stream.read())

@@ -62,7 +62,9 @@ _CHANNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 @dataclass(frozen=True)
 class LandingResult:
     """What one run did. ``events``: rows written by this run; ``redelivered``: taken events
-    recognised as landed by an earlier run (not written again); ``taken`` = both."""
+    recognised as landed by an earlier run (not written again); ``taken`` = both.
+    ``partitions``: the ``event_date=D/event_hour=H`` directories holding the taken events, those
+    written by earlier runs (redelivered) included: what a downstream build must refresh."""
 
     channel: str
     events: int
@@ -74,6 +76,7 @@ class LandingResult:
     duration_s: float
     backlog_after: int
     manifest_uri: str | None
+    partitions: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,6 +88,7 @@ class _Written:
     redelivered: int = 0
     manifest: Manifest | None = None
     manifest_uri: str | None = None
+    partitions: tuple[str, ...] = ()
 
 
 def land_once(source: TakeSource, config: LandingConfig, spark: SparkSession, *, recover: bool = True,
@@ -149,15 +153,14 @@ class _Run:
         self.phase = "recognising redelivered events"
         seqs = pa.array(columns.seqs, pa.int64())
         bounds = pc.min_max(seqs).as_py()
-        known, newest = ManifestLog(self.store, self.channel).landed_ranges(take.channel_id, bounds["min"],
-                                                                             bounds["max"])
+        landed = ManifestLog(self.store, self.channel).landed(take.channel_id, bounds["min"], bounds["max"])
         keep = None
         redelivered = 0
-        if known:
-            mask = landed_mask(seqs, known)
+        if landed.ranges:
+            mask = landed_mask(seqs, landed.ranges)
             redelivered = int(pc.sum(mask).as_py() or 0)
             if redelivered == len(columns):
-                return _Written(redelivered=redelivered)
+                return _Written(redelivered=redelivered, partitions=landed.partitions)
             keep = pc.invert(mask) if redelivered else None
         self.phase = "building the Arrow table"
         batch_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(4)
@@ -165,8 +168,9 @@ class _Run:
                             ingest_time_us=time.time_ns() // 1000)
         if keep is not None:
             table = table.filter(keep)
-        manifest, uri = self._write(table, take, batch_id, config, spark, newest)
-        return _Written(table.num_rows, redelivered, manifest, uri)
+        manifest, uri = self._write(table, take, batch_id, config, spark, landed.newest)
+        partitions = tuple(sorted({*manifest.partitions, *(landed.partitions if redelivered else ())}))
+        return _Written(table.num_rows, redelivered, manifest, uri, partitions)
 
     def _write(self, table: pa.Table, take: TakeBatch, batch_id: str, config: LandingConfig,
                spark: SparkSession, newest: int) -> tuple[Manifest, str]:
@@ -309,4 +313,5 @@ def _result(channel: str, take: TakeBatch, written: _Written, duration: float, b
     return LandingResult(channel=channel, events=written.events, redelivered=written.redelivered,
                          taken=len(take.columns), files=len(manifest.files) if manifest else 0,
                          bytes=manifest.bytes if manifest else 0, batch_id=manifest.batch_id if manifest else None,
-                         duration_s=round(duration, 3), backlog_after=backlog, manifest_uri=written.manifest_uri)
+                         duration_s=round(duration, 3), backlog_after=backlog, manifest_uri=written.manifest_uri,
+                         partitions=written.partitions)

@@ -29,8 +29,8 @@ from .batches import event_id
 from .errors import CommitConflict, LandingError
 from .storage import Storage, open_storage
 
-__all__ = ["INDEX_DIR", "MANIFEST_DIR", "MANIFEST_FORMAT", "CommitConflict", "LogEntry", "Manifest", "ManifestFile",
-           "ManifestLog", "overlap", "read_manifests"]
+__all__ = ["INDEX_DIR", "MANIFEST_DIR", "MANIFEST_FORMAT", "CommitConflict", "Landed", "LogEntry", "Manifest",
+           "ManifestFile", "ManifestLog", "overlap", "read_manifests"]
 
 MANIFEST_DIR = "_manifests"
 INDEX_DIR = f"{MANIFEST_DIR}/_index"
@@ -112,6 +112,16 @@ class Manifest:
 
 
 @dataclass(frozen=True)
+class Landed:
+    """What the log says about some seqs: the ranges it holds, the partitions those batches wrote
+    into, and the newest commit number seen (0: none)."""
+
+    ranges: list[tuple[int, int]]
+    partitions: tuple[str, ...]
+    newest: int
+
+
+@dataclass(frozen=True)
 class LogEntry:
     """One commit as a listing shows it; ``span``/``batch_id`` are None until its index entry exists."""
 
@@ -154,19 +164,22 @@ class ManifestLog:
                                "stops until it is repaired (docs/landing.md, 'Damaged manifests')",
                                channel=self.channel, phase="reading the manifests", rolled_back=True) from err
 
-    def landed_ranges(self, channel_id: bytes, lo: int, hi: int) -> tuple[list[tuple[int, int]], int]:
-        """Seq ranges of ``channel_id`` that committed manifests hold within ``[lo, hi]``, and the
-        newest commit number seen (0: none). Opens only manifests whose span may overlap."""
+    def landed(self, channel_id: bytes, lo: int, hi: int) -> Landed:
+        """The seq ranges of ``channel_id`` that committed manifests hold within ``[lo, hi]``, with
+        those manifests' partitions. Opens only manifests whose span may overlap."""
         wanted, newest = channel_id.hex(), 0
         found: list[tuple[int, int]] = []
+        partitions: set[str] = set()
         for entry in self.entries():
             newest = entry.commit
             if entry.span is not None and (entry.span[1] < lo or entry.span[0] > hi):
                 continue
             manifest = self.load(entry.commit)
-            if manifest.channel_id == wanted:
-                found.extend(r for r in manifest.seq_ranges if r[1] >= lo and r[0] <= hi)
-        return found, newest
+            inside = [r for r in manifest.seq_ranges if r[1] >= lo and r[0] <= hi]
+            if manifest.channel_id == wanted and inside:
+                found.extend(inside)
+                partitions.update(manifest.partitions)
+        return Landed(found, tuple(sorted(partitions)), newest)
 
     def commit(self, manifest: Manifest, after: int) -> Manifest:
         """Commit ``manifest`` as the first free number after ``after`` (the newest commit the

@@ -27,7 +27,7 @@ from ingest_toolkit.channel import EventColumns
 from ingest_toolkit.land import LandingConfig, LandingError, Manifest, ManifestFile, land_once, read_manifests
 from ingest_toolkit.land import landing as landing_module
 from ingest_toolkit.land.errors import CommitConflict
-from ingest_toolkit.land.manifest import ManifestLog, overlap
+from ingest_toolkit.land.manifest import Landed, ManifestLog, overlap
 from ingest_toolkit.land.publish import finish_moves, recover_channel_dir, staged_files
 from ingest_toolkit.land.remote_storage import ArrowStorage
 from ingest_toolkit.land.storage import LocalStorage, Storage, open_storage
@@ -133,8 +133,8 @@ def test_commits_are_numbered_and_found_by_seq_span(store: Storage) -> None:
     assert log.commit(_draft("b1", ((100, 199),)), after=0).commit == 1
     assert log.commit(_draft("b2", ((200, 250), (260, 299))), after=1).commit == 2
     assert log.commit(_draft("b3", ((150, 160),), cid=bytes(16)), after=2).commit == 3  # other identity
-    assert log.landed_ranges(CID, 190, 205) == ([(100, 199), (200, 250)], 3)
-    assert log.landed_ranges(CID, 300, 400) == ([], 3)
+    assert log.landed(CID, 190, 205) == Landed([(100, 199), (200, 250)], (), 3)
+    assert log.landed(CID, 300, 400) == Landed([], (), 3)
     assert [m.batch_id for m in read_manifests(store.root, "ch", storage="arrow")] == ["b1", "b2", "b3"]
     m = log.load(1)
     assert (m.first_seq, m.last_seq, m.count, m.name) == (100, 199, 100, "000000000001.json")
@@ -162,8 +162,9 @@ def test_concurrent_committers_never_commit_overlapping_seqs(tmp_path: Path) -> 
         for i in range(25):
             lo = rng.randrange(0, 400)
             ranges = ((lo, lo + rng.randrange(0, 15)),)
-            known, seen = log.landed_ranges(CID, *ranges[0])  # what a run sees before its (long) write
-            if known:  # a run drops the seqs it sees landed; here: skip the whole draft
+            landed = log.landed(CID, *ranges[0])  # what a run sees before its (long) write
+            seen = landed.newest
+            if landed.ranges:  # a run drops the seqs it sees landed; here: skip the whole draft
                 outcomes.append((ranges, None))
                 continue
             time.sleep(rng.random() * 0.003)  # the batch's write: other runs commit meanwhile
@@ -195,7 +196,7 @@ def test_a_crash_before_the_index_entry_is_repaired_and_never_hides_a_commit(sto
     log.commit(_draft("b1", ((1, 10),)), after=0)
     (index,) = (tmp_path / "ch/_manifests/_index").iterdir()
     index.unlink()  # the run died between its commit and the index entry
-    assert log.landed_ranges(CID, 5, 5) == ([(1, 10)], 1)  # an unindexed commit is opened, not skipped
+    assert log.landed(CID, 5, 5).ranges == [(1, 10)]  # an unindexed commit is opened, not skipped
     with pytest.raises(CommitConflict):
         log.commit(_draft("b2", ((5, 20),)), after=0)
     assert log.repair_index() == 1 and log.repair_index() == 0
@@ -208,7 +209,7 @@ def test_damaged_and_old_format_manifests_stop_the_landing_with_a_clear_error(st
     log.commit(_draft("b1", ((1, 10),)), after=0)
     (tmp_path / "ch/_manifests/000000000001.json").write_text("{torn")
     with pytest.raises(LandingError, match="000000000001.json is unreadable"):
-        log.landed_ranges(CID, 1, 5)
+        log.landed(CID, 1, 5)
     (tmp_path / "ch/_manifests/000000000001.json").unlink()
     (tmp_path / "ch/_manifests/00000000000000000001-00000000000000000010-b1.json").write_text("{}")
     with pytest.raises(LandingError, match="earlier format"):
@@ -242,7 +243,7 @@ def _committed(store: Storage, tmp_path: Path, batch: str, rows: list[int], firs
     _stage(tmp_path, batch, rows)
     files = staged_files(store, "ch", batch, sum(rows))
     log = ManifestLog(store, "ch")
-    newest = log.landed_ranges(CID, first, first)[1]
+    newest = log.landed(CID, first, first).newest
     return log.commit(_draft(batch, ((first, first + sum(rows) - 1),), files=files), after=newest)
 
 
@@ -411,6 +412,7 @@ def test_redelivered_events_of_a_committed_batch_are_only_committed(
     assert landed.events == 60 and source.backlog() == 100
     again = land_once(source, config, None)  # type: ignore[arg-type]  # no Spark: the write is patched
     assert (again.events, again.redelivered) == (0, 60)
+    assert again.partitions == landed.partitions and landed.partitions  # its hours, though written earlier
     rest = land_once(source, config, None)  # type: ignore[arg-type]  # no Spark: the write is patched
     assert rest.events == 40 and source.backlog() == 0
     assert _landed_seqs(tmp_path) == list(range(1, 101))
