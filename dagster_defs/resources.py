@@ -101,10 +101,9 @@ class LandingResource(dg.ConfigurableResource):
 
     def agent_status(self, channel: str, config: LandingConfig) -> dict[str, Any]:
         """The agent's status of ``channel`` (checkpoint.meta plus live counters)."""
-        from ingest_toolkit.rpc.client import AgentClient
+        from ingest_toolkit.land.config import agent_client
 
-        assert config.agent is not None
-        with AgentClient(config.agent, token=self._token(config)) as client:
+        with agent_client(config, token=self._token(config)) as client:
             return client.status(channel)
 
     def _token(self, config: LandingConfig) -> str | None:
@@ -116,10 +115,10 @@ class LandingResource(dg.ConfigurableResource):
 
     @contextmanager
     def _remote(self, spec: ChannelSpec, config: LandingConfig) -> Iterator[TakeSource]:
-        from ingest_toolkit.rpc.client import AgentClient, RemoteSource
+        from ingest_toolkit.land.config import agent_client
+        from ingest_toolkit.rpc.client import RemoteSource
 
-        assert config.agent is not None
-        with AgentClient(config.agent, token=self._token(config)) as client:
+        with agent_client(config, token=self._token(config)) as client:  # token, TLS and client certificate
             yield RemoteSource(client, spec.name, config.lease_seconds)
 
 

@@ -139,17 +139,16 @@ class LandingConfig(BaseModel):
                               key=first if first.startswith("spark") else f"landing.{first}") from None
 
 
-def agent_client(config: LandingConfig) -> AgentClient:
-    """An :class:`~ingest_toolkit.rpc.client.AgentClient` for ``config.agent``: the bearer token
-    from ``agent_token_env``, TLS from ``agent_tls_ca`` / ``agent_tls_cert`` / ``agent_tls_key``.
-    A bad TLS file raises ConfigError naming its ``landing.*`` key."""
+def agent_client(config: LandingConfig, token: str | None = None) -> AgentClient:
+    """An :class:`~ingest_toolkit.rpc.client.AgentClient` for ``config.agent``: ``token``, else the
+    bearer token from ``agent_token_env``; TLS from ``agent_tls_ca`` / ``agent_tls_cert`` /
+    ``agent_tls_key``. A bad TLS file raises ConfigError naming its ``landing.*`` key."""
     from ..rpc.client import AgentClient
     from ..security import load_client_tls
 
     if not config.agent:
         raise ConfigError("no agent configured: set [landing] agent (host:port)", key="landing.agent")
-    token = None
-    if config.agent_token_env:
+    if token is None and config.agent_token_env:
         token = os.environ.get(config.agent_token_env)
         if not token:
             raise ConfigError(f"[landing] agent_token_env names {config.agent_token_env}, which is not set",
