@@ -4,7 +4,8 @@ Run from the repository root with the project's virtualenv::
 
     python bench/landing.py                 # 1M events of 256 B, local[2], about 2 minutes here
     python bench/landing.py --quick         # 100k events, smoke run
-    python bench/landing.py --help          # sizes, batch, repeats, --no-headers, --dir, --json
+    python bench/landing.py --help          # sizes, batch, repeats, --no-headers, --take, --dir, --json
+    python bench/landing.py --take alternate   # A/B: Arrow take and list take, alternately
 
 Per repeat (figures are medians over ``--repeats``):
 
@@ -16,6 +17,11 @@ Per repeat (figures are medians over ``--repeats``):
 * **baseline**: Spark writing the same rows (the landed schema, built beforehand from the same
   events) from one in-memory Arrow table, ``createDataFrame`` + partitioned Parquet write with the
   same options: the cost of Spark alone, with no channel and no protocol.
+
+``--take`` selects how the in-process source takes: ``arrow`` (``tx.take_arrow``, what the landing
+does) or ``columns`` (``tx.take_columns``, lists: the take before the vectorized one, and what a
+remote take hands out); ``alternate`` runs both in every repeat, in alternating order, so that
+both see the same conditions on a shared machine.
 
 The ratio end-to-end/baseline is what the protocol and the channel cost. Targets: >= 0.5x the
 baseline and >= 100k events/s end to end. A warm-up landing and write run first, so that JVM
@@ -46,6 +52,7 @@ from ingest_toolkit.land import (  # noqa: E402
     build_table,
     land_until_empty,
 )
+from ingest_toolkit.land.source import InProcessTake  # noqa: E402
 from ingest_toolkit.land.spark import write_parquet  # noqa: E402
 
 BASE_MILLIS = 1_763_798_400_000
@@ -73,8 +80,21 @@ def _fill(directory: Path, events: int, size: int, headers: bool, batch: int) ->
     return ch, time.perf_counter() - started
 
 
-def _end_to_end(ch: FileChannel, config: LandingConfig, spark: Any, overlap: bool) -> dict[str, Any]:
-    source = InProcessSource(ch, "events")
+class _ListSource(InProcessSource):
+    """Takes with ``tx.take_columns`` (lists), for A/B runs against the Arrow take."""
+
+    def open_take(self, max_events: int) -> InProcessTake:
+        tx = self.channel.transaction()
+        try:
+            columns = tx.take_columns(min(max_events, self.channel.config.transaction_capacity))
+        except BaseException:
+            tx.rollback()
+            raise
+        return InProcessTake(self.channel.channel_id, tx, columns)  # type: ignore[arg-type]
+
+
+def _end_to_end(ch: FileChannel, config: LandingConfig, spark: Any, overlap: bool, take: str) -> dict[str, Any]:
+    source = InProcessSource(ch, "events") if take == "arrow" else _ListSource(ch, "events")
     started = time.perf_counter()
     runs = land_until_empty(source, config, spark, overlap=overlap)
     seconds = time.perf_counter() - started
@@ -105,6 +125,8 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--sequential", action="store_true", help="one batch at a time (no overlap)")
     parser.add_argument("--no-headers", action="store_true", help="events without a timestamp header")
+    parser.add_argument("--take", choices=["arrow", "columns", "alternate"], default="arrow",
+                        help="how the source takes (alternate: both in every repeat)")
     parser.add_argument("--quick", action="store_true", help="100k events, batches of 50k, one repeat")
     parser.add_argument("--dir", help="parent of the temporary working directory")
     parser.add_argument("--json", dest="json_out", help="also write the figures to this JSON file")
@@ -119,44 +141,57 @@ def main() -> None:
     spark = spark_session(SparkSettings(master=args.master, conf={"spark.driver.memory": "4g"}))
     try:
         config = LandingConfig.build(root=str(work / "landing"), max_events=args.batch)
+        takes = ["arrow", "columns"] if args.take == "alternate" else [args.take]
         for i in range(2):  # warm-up: JVM start, class loading, JIT, code generation
-            ch, _ = _fill(work / "warm", args.batch, args.event_size, headers, args.batch)
-            _end_to_end(ch, config, spark, not args.sequential)
-            ch.close()
+            for take in takes:
+                ch, _ = _fill(work / "warm", args.batch, args.event_size, headers, args.batch)
+                _end_to_end(ch, config, spark, not args.sequential, take)
+                ch.close()
             _baseline(args.batch, args.event_size, headers, config, spark, (work / f"warm-base{i}").as_uri())
         rows: list[dict[str, Any]] = []
         for i in range(args.repeats):
-            ch, put_s = _fill(work / f"ch{i}", args.events, args.event_size, headers, args.batch)
-            e2e = _end_to_end(ch, config, spark, not args.sequential)
-            ch.close()
-            base = _baseline(args.events, args.event_size, headers, config, spark, (work / f"base{i}").as_uri())
-            rows.append({"put_seconds": put_s, "end_to_end": e2e, "baseline": base,
-                         "ratio": e2e["events_per_s"] / base["events_per_s"]})
-            print(f"repeat {i + 1}: end to end {e2e['events_per_s']:,.0f} events/s ({e2e['seconds']:.2f} s, "
-                  f"{e2e['runs']} runs, {e2e['files']} files, {e2e['bytes'] / 1e6:,.1f} MB); baseline "
-                  f"{base['events_per_s']:,.0f} events/s ({base['seconds']:.2f} s); ratio {rows[-1]['ratio']:.2f}",
-                  flush=True)
-        _report(args, rows)
+            for take in takes if i % 2 == 0 else takes[::-1]:
+                rows.append(_repeat(args, work / f"r{i}-{take}", config, spark, take))
+                e2e, base = rows[-1]["end_to_end"], rows[-1]["baseline"]
+                print(f"repeat {i + 1} ({take} take): end to end {e2e['events_per_s']:,.0f} events/s "
+                      f"({e2e['seconds']:.2f} s, {e2e['runs']} runs, {e2e['files']} files, "
+                      f"{e2e['bytes'] / 1e6:,.1f} MB); baseline {base['events_per_s']:,.0f} events/s "
+                      f"({base['seconds']:.2f} s); ratio {rows[-1]['ratio']:.2f}; load {os.getloadavg()[0]:.1f}",
+                      flush=True)
+        for take in takes:
+            _report(args, [r for r in rows if r["take"] == take], take)
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _report(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
+def _repeat(args: argparse.Namespace, work: Path, config: LandingConfig, spark: Any, take: str) -> dict[str, Any]:
+    headers = not args.no_headers
+    ch, put_s = _fill(work / "ch", args.events, args.event_size, headers, args.batch)
+    e2e = _end_to_end(ch, config, spark, not args.sequential, take)
+    ch.close()
+    base = _baseline(args.events, args.event_size, headers, config, spark, (work / "base").as_uri())
+    shutil.rmtree(work, ignore_errors=True)
+    return {"take": take, "put_seconds": put_s, "end_to_end": e2e, "baseline": base,
+            "ratio": e2e["events_per_s"] / base["events_per_s"], "load_average": os.getloadavg()}
+
+
+def _report(args: argparse.Namespace, rows: list[dict[str, Any]], take: str) -> None:
     e2e = statistics.median(r["end_to_end"]["events_per_s"] for r in rows)
     base = statistics.median(r["baseline"]["events_per_s"] for r in rows)
     ratio = statistics.median(r["ratio"] for r in rows)
     kind = "no headers" if args.no_headers else "timestamp header"
-    print(f"\n{args.events:,} events of {args.event_size} B ({kind}), batches of {args.batch:,}, {args.master}, "
-          f"Python {platform.python_version()}, {os.cpu_count()} CPUs")
+    print(f"\n{args.events:,} events of {args.event_size} B ({kind}), {take} take, batches of {args.batch:,}, "
+          f"{args.master}, Python {platform.python_version()}, {os.cpu_count()} CPUs")
     print(f"end to end (channel -> Parquet, exactly once): {e2e:>12,.0f} events/s   target >= 100,000: "
           f"{'met' if e2e >= 100_000 else 'NOT met'}")
     print(f"baseline (Spark from an Arrow table):         {base:>12,.0f} events/s")
     print(f"ratio end to end / baseline:                  {ratio:>12.2f}     target >= 0.5: "
           f"{'met' if ratio >= 0.5 else 'NOT met'}")
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"args": vars(args), "repeats": rows, "end_to_end_events_per_s": e2e,
-                                                   "baseline_events_per_s": base, "ratio": ratio}, indent=2))
+        figures = {"args": vars(args), "take": take, "repeats": rows, "end_to_end_events_per_s": e2e,
+                   "baseline_events_per_s": base, "ratio": ratio}
+        Path(args.json_out).with_suffix(f".{take}.json").write_text(json.dumps(figures, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
-"""Columnar take: ``tx.take_columns`` + ``build_table`` against ``tx.take`` (Event objects).
+"""Columnar and Arrow takes: ``tx.take_columns`` / ``tx.take_arrow`` (+ ``build_table``) against
+``tx.take`` (Event objects).
 
 One batch of ``--events`` committed events of ``--event-size`` random bytes, with a ``timestamp``
 header or without headers, in a durable channel. Each figure comes from a fresh child process
 (so that peak RSS belongs to one take):
 
-* the take alone, ``take`` (Events) and ``take_columns`` (columns), best of ``--repeats``,
-  rolled back each time; and ``take_columns`` + ``build_table`` (what the landing does);
+* the take alone, ``take`` (Events), ``take_columns`` (lists) and ``take_arrow`` (Arrow arrays),
+  best of ``--repeats``, rolled back each time; and each columnar take + ``build_table`` (the
+  landing does ``take_arrow`` + ``build_table`` in process, lists from a remote take);
 * peak RSS growth of one take, against the bytes of the bodies it returns.
 
     python bench/take_columns.py            # 250k events, 5 repeats, about 1 minute
@@ -29,6 +31,8 @@ from ingest_toolkit.channel import Event, FileChannel
 from ingest_toolkit.land.batches import build_table
 
 _FILL_BATCH = 10_000
+MODES = {"take": "tx.take (Event objects)", "columns": "tx.take_columns", "arrow": "tx.take_arrow",
+         "columns+table": "tx.take_columns + build_table", "arrow+table": "tx.take_arrow + build_table"}
 
 
 def _fill(directory: str, events: int, size: int, headers: bool) -> FileChannel:
@@ -50,7 +54,8 @@ def child(mode: str, events: int, size: int, headers: bool, repeats: int) -> dic
     with tempfile.TemporaryDirectory(prefix="take-columns-") as work:
         ch = _fill(work, events, size, headers)
         with ch.transaction() as warm:  # pyarrow's kernels and allocator start once, not per batch
-            build_table(warm.take_columns(10), channel_id=ch.channel_id, batch_id="warm", ingest_time_us=0)
+            take = warm.take_arrow if mode.startswith("arrow") else warm.take_columns
+            build_table(take(10), channel_id=ch.channel_id, batch_id="warm", ingest_time_us=0)
             warm.rollback()
         gc.collect()
         gc.disable()  # as the landing does while a batch's objects are built
@@ -61,13 +66,14 @@ def child(mode: str, events: int, size: int, headers: bool, repeats: int) -> dic
             started = time.perf_counter()
             if mode == "take":
                 got = len(tx.take(events))
-            elif mode == "columns":
-                got = len(tx.take_columns(events))
+            elif mode in ("columns", "arrow"):
+                got = len(tx.take_columns(events) if mode == "columns" else tx.take_arrow(events))
             else:
-                table = build_table(tx.take_columns(events), channel_id=ch.channel_id, batch_id="bench",
+                taken = tx.take_columns(events) if mode == "columns+table" else tx.take_arrow(events)
+                table = build_table(taken, channel_id=ch.channel_id, batch_id="bench",
                                     ingest_time_us=time.time_ns() // 1000)
                 got = table.num_rows
-                del table
+                del table, taken
             best = min(best, time.perf_counter() - started)
             tx.rollback()
             assert got == events, (got, events)
@@ -94,7 +100,7 @@ def main() -> None:
           f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
     for headers in (True, False):
         figures = {}
-        for mode in ("take", "columns", "columns+table"):
+        for mode in MODES:
             out = subprocess.run([sys.executable, __file__, "--events", str(args.events), "--event-size",
                                   str(args.event_size), "--repeats", str(args.repeats),
                                   "--child", mode, "1" if headers else "0"],
@@ -103,8 +109,7 @@ def main() -> None:
         base = figures["take"]["events_per_s"]
         print(f"\n{'with a timestamp header' if headers else 'without headers'} "
               f"(bodies {figures['take']['body_mib']:.0f} MiB)")
-        for mode, label in (("take", "tx.take (Event objects)"), ("columns", "tx.take_columns"),
-                            ("columns+table", "tx.take_columns + build_table")):
+        for mode, label in MODES.items():
             f = figures[mode]
             print(f"  {label:<32} {f['events_per_s']:>10,.0f} events/s  {f['events_per_s'] / base:5.2f}x take   "
                   f"peak RSS +{f['peak_growth_mib']:.0f} MiB")

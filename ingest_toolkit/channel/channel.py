@@ -22,7 +22,7 @@ import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import (
     ChannelClosedError,
@@ -35,7 +35,7 @@ from ..errors import (
 from . import format as fmt
 from .checkpoint import Snapshot
 from .checkpointer import Checkpointer, CheckpointResult
-from .codec import TXN_PUT, EventColumns, encode_rollback
+from .codec import TXN_PUT, encode_rollback
 from .config import ChannelConfig
 from .format import FrameType
 from .fs import FileSystem, OsFileSystem
@@ -52,6 +52,7 @@ __all__ = ["FileChannel"]
 log = logging.getLogger(__name__)
 
 _MARK_COALESCE_NS = 1_000_000_000  # one commit-time mark per second of backlog at most
+_Taken = TypeVar("_Taken")
 
 
 class FileChannel:
@@ -332,7 +333,9 @@ class FileChannel:
             tx.frames.clear()
             tx.buffered_bytes = 0
 
-    def _take(self, tx: Transaction, n: int) -> EventColumns:
+    def _take(self, tx: Transaction, n: int, read: Callable[[list[int]], _Taken]) -> _Taken:
+        """Pop up to ``n`` pointers into ``tx`` and ``read`` their events (a method of
+        ``self._reader``: the result's form is the only difference between take methods)."""
         with self._cond:
             self._check_usable()
             pointers = self._queue.popleft(n)
@@ -345,9 +348,9 @@ class FileChannel:
             tx.taken.extend(pointers)
             tx.count += len(pointers)
         if not pointers:
-            return EventColumns()
+            return read([])  # an empty result of the caller's form; nothing to put back
         try:
-            return self._reader.read_columns(pointers)
+            return read(pointers)
         except BaseException as err:
             with self._cond:
                 del tx.taken[len(tx.taken) - len(pointers):]

@@ -179,6 +179,8 @@ def decode_puts(payloads: Sequence[bytes | memoryview], seqs: list[int]) -> Even
             add_key(entry.key)
             add_value(entry.value)
             count += 1
+    if len(counts) != n:  # a map entry of a payload carried field 3 (``end`` here, unknown in Put)
+        return EventColumns.of(decode_put(p, seq) for p, seq in zip(payloads, seqs, strict=True))
     return EventColumns(bodies, seqs, counts, keys, values)
 
 

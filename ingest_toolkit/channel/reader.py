@@ -4,11 +4,14 @@ Pointers taken together are usually neighbours in one segment, so a run of them 
 one ``pread`` spanning the run; every frame's checksum is verified. A header-less body is sliced
 straight out of the buffer; the payloads of events with headers are decoded together, in one
 protobuf parse (``codec.decode_puts``). The result is columns, or events made from them.
+``read_arrow`` decodes whole runs with numpy into Arrow arrays instead (``columnar.py``) and
+leaves to this exact path every run it cannot decode exactly.
 """
 
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 from crc32c import crc32c
 
@@ -17,6 +20,9 @@ from . import format as fmt
 from .codec import Event, EventColumns, decode_puts
 from .format import FrameError, FrameType
 from .fs import File, FileSystem
+
+if TYPE_CHECKING:
+    from .columnar import ArrowColumns
 
 __all__ = ["EventReader"]
 
@@ -49,13 +55,35 @@ class EventReader:
             i = j
         return out
 
+    def read_arrow(self, pointers: list[int]) -> ArrowColumns:
+        """:meth:`read_columns` as Arrow columns (see :mod:`.columnar`), run by run.
+
+        A run is decoded vectorized when every frame passes every check and every payload has
+        the usual shape; otherwise the exact path decodes it from the same bytes, so a damaged
+        frame raises the same error, and an unusual payload gives the same event, as
+        :meth:`read_columns`.
+        """
+        import numpy as np  # numpy and pyarrow: only for the takes that want Arrow
+
+        from .columnar import ArrowBuilder, runs
+
+        builder = ArrowBuilder()
+        array = np.array(pointers, np.int64)  # pointers are below 2^63: log ids are 32-bit
+        for i, j in runs(array, _RUN_LIMIT):
+            path, start, buf = self._run_buffer(pointers, i, j)
+            if not builder.add_run(buf, array[i:j], start):
+                exact = EventColumns()
+                _decode_run(path, buf, start, pointers, i, j, exact)
+                builder.add_columns(exact)
+        return builder.finish()
+
     def _read_run(self, pointers: list[int], i: int, j: int, out: EventColumns) -> None:
-        # bodies[k] is the body of a header-less event, None for one whose payload (in
-        # ``payloads``, at position ``at`` of the run) needs the protobuf parse.
-        bodies: list[bytes | None] = []
-        seqs: list[int] = []
-        payloads: list[memoryview] = []
-        at: list[int] = []
+        path, start, buf = self._run_buffer(pointers, i, j)
+        _decode_run(path, buf, start, pointers, i, j, out)
+
+    def _run_buffer(self, pointers: list[int], i: int, j: int) -> tuple[str, int, bytes]:
+        """``(path, start, bytes)`` of the run ``pointers[i:j]``: one ``pread`` from its first
+        frame to the end of its last."""
         log_id = pointers[i] >> 32
         start, last = pointers[i] & _MASK, pointers[j - 1] & _MASK
         file = self._file(log_id)
@@ -65,42 +93,7 @@ class EventReader:
         length = int.from_bytes(head[4:8], "little")
         if length > fmt.MAX_FRAME_SIZE:
             raise CorruptLogError(path=file.path, offset=last, reason=f"impossible frame length {length}")
-        buf = file.pread(last + length - start, start)
-        view, size = memoryview(buf), len(buf)
-        add_body, add_seq, add_payload, add_at = bodies.append, seqs.append, payloads.append, at.append
-        for k in range(i, j):
-            # Hot path, inlined: validate the frame (magic, type, length, CRC32C over the whole
-            # frame) and slice a header-less body straight out of the buffer; a frame with
-            # headers keeps its payload for the one protobuf parse of the whole take. A frame
-            # that fails any check goes to _checked_payload, which gives the exact error.
-            pos = (pointers[k] & _MASK) - start
-            if pos + _OVERHEAD <= size:
-                magic, ftype, flags, length, _txn, seq = _unpack_header(buf, pos)
-                end = pos + length - 4
-                if (magic == _MAGIC and ftype == _PUT and not flags and length >= _OVERHEAD
-                        and end + 4 <= size and crc32c(view[pos:end]) == _unpack_crc(buf, end)[0]):
-                    body = pos + _HEAD
-                    add_seq(seq)
-                    if end - body >= 3 and buf[body] == 0x0A:
-                        m = buf[body + 1]
-                        if m < 0x80:
-                            body += 2
-                        elif buf[body + 2] < 0x80:
-                            m = (m & 0x7F) | (buf[body + 2] << 7)
-                            body += 3
-                        if body + m == end:
-                            add_body(buf[body:end])
-                            continue
-                    add_at(len(bodies))
-                    add_body(None)
-                    add_payload(view[pos + _HEAD : end])
-                    continue
-            payload, seq = _checked_payload(file.path, buf, view, pos, start)
-            add_seq(seq)
-            add_at(len(bodies))
-            add_body(None)
-            add_payload(payload)
-        _append_run(out, bodies, seqs, payloads, at)
+        return file.path, start, file.pread(last + length - start, start)
 
     def _file(self, log_id: int) -> File:
         file = self._files.get(log_id)
@@ -127,6 +120,53 @@ class EventReader:
             files, self._files = list(self._files.values()), {}
         for file in files:
             file.close()
+
+
+def _decode_run(path: str, buf: bytes, start: int, pointers: list[int], i: int, j: int,
+                out: EventColumns) -> None:
+    """Validate and decode the frames of ``pointers[i:j]`` in ``buf`` (read from ``start``) and
+    append their events to ``out``: the exact path, which names the first damaged frame."""
+    # bodies[k] is the body of a header-less event, None for one whose payload (in
+    # ``payloads``, at position ``at`` of the run) needs the protobuf parse.
+    bodies: list[bytes | None] = []
+    seqs: list[int] = []
+    payloads: list[memoryview] = []
+    at: list[int] = []
+    view, size = memoryview(buf), len(buf)
+    add_body, add_seq, add_payload, add_at = bodies.append, seqs.append, payloads.append, at.append
+    for k in range(i, j):
+        # Hot path, inlined: validate the frame (magic, type, length, CRC32C over the whole
+        # frame) and slice a header-less body straight out of the buffer; a frame with
+        # headers keeps its payload for the one protobuf parse of the whole take. A frame
+        # that fails any check goes to _checked_payload, which gives the exact error.
+        pos = (pointers[k] & _MASK) - start
+        if pos + _OVERHEAD <= size:
+            magic, ftype, flags, length, _txn, seq = _unpack_header(buf, pos)
+            end = pos + length - 4
+            if (magic == _MAGIC and ftype == _PUT and not flags and length >= _OVERHEAD
+                    and end + 4 <= size and crc32c(view[pos:end]) == _unpack_crc(buf, end)[0]):
+                body = pos + _HEAD
+                add_seq(seq)
+                if end - body >= 3 and buf[body] == 0x0A:
+                    m = buf[body + 1]
+                    if m < 0x80:
+                        body += 2
+                    elif buf[body + 2] < 0x80:
+                        m = (m & 0x7F) | (buf[body + 2] << 7)
+                        body += 3
+                    if body + m == end:
+                        add_body(buf[body:end])
+                        continue
+                add_at(len(bodies))
+                add_body(None)
+                add_payload(view[pos + _HEAD : end])
+                continue
+        payload, seq = _checked_payload(path, buf, view, pos, start)
+        add_seq(seq)
+        add_at(len(bodies))
+        add_body(None)
+        add_payload(payload)
+    _append_run(out, bodies, seqs, payloads, at)
 
 
 def _append_run(out: EventColumns, bodies: list[bytes | None], seqs: list[int], payloads: list[memoryview],

@@ -23,6 +23,7 @@ from .tags import TagRecord
 
 if TYPE_CHECKING:
     from .channel import FileChannel
+    from .columnar import ArrowColumns
 
 __all__ = ["Transaction", "TxnKind", "TxnState"]
 
@@ -123,7 +124,17 @@ class Transaction:
         if max_events < 0:
             raise ValueError("max_events must be >= 0")
         self._begin(TxnKind.TAKE, max_events)
-        return self._channel._take(self, max_events)
+        return self._channel._take(self, max_events, self._channel._reader.read_columns)
+
+    def take_arrow(self, max_events: int = 1) -> ArrowColumns:
+        """:meth:`take`, returning the events as :class:`~ingest_toolkit.channel.columnar.ArrowColumns`
+        (an Arrow table: seq, body, header map), decoded from the read buffer with numpy and
+        pyarrow over whole runs of frames, without a Python object per event. Same transaction
+        semantics and the same errors as :meth:`take`."""
+        if max_events < 0:
+            raise ValueError("max_events must be >= 0")
+        self._begin(TxnKind.TAKE, max_events)
+        return self._channel._take(self, max_events, self._channel._reader.read_arrow)
 
     # -- ending ---------------------------------------------------------------------------
     def commit(self) -> None:

@@ -1,9 +1,11 @@
 """Taken events -> one Arrow table in the landed schema, column by column.
 
-A take hands out :class:`~ingest_toolkit.channel.EventColumns` (bodies, seqs and headers as
-flat lists); Arrow arrays are built from those lists directly, and the event id, event time
-(``map_lookup`` of the timestamp header) and partition columns are Arrow compute kernels over
-whole columns: nothing is done per event in Python.
+An in-process take hands out :class:`~ingest_toolkit.channel.columnar.ArrowColumns`
+(``take_arrow``: Arrow arrays decoded from the log without a Python object per event), a remote
+take :class:`~ingest_toolkit.channel.EventColumns` (bodies, seqs and headers as flat lists,
+which become Arrow arrays here). Either way the event id, event time (the first ``timestamp``
+header of each map) and partition columns are computed over whole columns: nothing is done per
+event in Python.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import accumulate
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..channel import Event, EventColumns
+from ..channel.columnar import ArrowColumns
 
 __all__ = ["LANDED_SCHEMA", "PARTITION_COLUMNS", "TIMESTAMP_HEADER", "build_table", "event_id",
-           "event_ids", "landed_mask", "seq_ranges"]
+           "event_ids", "first_values", "landed_mask", "seq_ranges"]
 
 TIMESTAMP_HEADER = "timestamp"  # epoch milliseconds, as Flume's timestamp interceptor writes it
 PARTITION_COLUMNS = ("event_date", "event_hour")
@@ -84,19 +88,23 @@ def landed_mask(seqs: pa.Array, ranges: Sequence[tuple[int, int]]) -> pa.Array:
     return mask
 
 
-def build_table(events: EventColumns | Sequence[Event], *, channel_id: bytes, batch_id: str,
+def build_table(events: ArrowColumns | EventColumns | Sequence[Event], *, channel_id: bytes, batch_id: str,
                 ingest_time_us: int) -> pa.Table:
     """The landed rows of ``events`` (oldest first), with the partition columns last.
 
     ``event_time`` is the ``timestamp`` header (epoch millis) when it is a plain number of at
     most 15 digits, else ``ingest_time``: an event is never dropped for a bad header.
     """
-    columns = events if isinstance(events, EventColumns) else EventColumns.of(events)
-    n = len(columns)
-    seqs = pa.array(columns.seqs, pa.int64())
-    headers = _header_map(columns)
+    if isinstance(events, ArrowColumns):  # a take_arrow: the columns are Arrow already
+        seqs, headers, bodies = _single(events.seqs), _single(events.headers), events.bodies
+        has_headers = events.has_headers()
+    else:
+        columns = events if isinstance(events, EventColumns) else EventColumns.of(events)
+        seqs, headers = pa.array(columns.seqs, pa.int64()), _header_map(columns)
+        bodies, has_headers = pa.array(columns.bodies, pa.binary()), columns.has_headers()
+    n = len(seqs)
     ingest = pa.scalar(ingest_time_us, pa.int64())
-    event_us = _event_micros(headers, ingest) if columns.has_headers() else pa.repeat(ingest, n)
+    event_us = _event_micros(headers, ingest) if has_headers else pa.repeat(ingest, n)
     event_time = pc.cast(event_us, _TS)
     arrays = [
         event_ids(channel_id, seqs),
@@ -104,11 +112,16 @@ def build_table(events: EventColumns | Sequence[Event], *, channel_id: bytes, ba
         event_time,
         pa.repeat(pa.scalar(ingest_time_us, _TS), n),
         headers,
-        pa.array(columns.bodies, pa.binary()),
+        bodies,
         seqs,
         *_partition_columns(event_time),
     ]
     return pa.Table.from_arrays(arrays, schema=LANDED_SCHEMA)
+
+
+def _single(column: pa.ChunkedArray) -> pa.Array:
+    """One array (bodies, the large column, may stay in chunks; seqs and headers are small)."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def _partition_columns(event_time: pa.Array) -> tuple[pa.Array, pa.Array]:
@@ -121,10 +134,25 @@ def _partition_columns(event_time: pa.Array) -> tuple[pa.Array, pa.Array]:
 
 
 def _event_micros(headers: pa.MapArray, ingest_us: pa.Scalar) -> pa.Array:
-    raw = pc.map_lookup(headers, pa.scalar(TIMESTAMP_HEADER, pa.string()), "first")
+    raw = first_values(headers, TIMESTAMP_HEADER)
     plausible = pc.and_(pc.utf8_is_digit(raw), pc.less_equal(pc.utf8_length(raw), _MAX_MILLIS_DIGITS))
     millis = pc.cast(pc.if_else(plausible, raw, pa.scalar(None, pa.string())), pa.int64())
     return pc.fill_null(pc.multiply(millis, 1000), ingest_us)
+
+
+def first_values(headers: pa.MapArray, key: str) -> pa.Array:
+    """``pc.map_lookup(headers, key, "first")``: each row's value of its first ``key`` entry, null
+    where it has none; as whole-column operations (``map_lookup`` is about 5x slower here)."""
+    offsets = headers.offsets.to_numpy()  # into the whole keys/items children, also for a slice
+    start, end = int(offsets[0]), int(offsets[-1])
+    hits = pc.indices_nonzero(pc.equal(headers.keys.slice(start, end - start), key)).to_numpy().astype(np.int64)
+    hits += start
+    rows = np.searchsorted(offsets, hits, side="right") - 1  # the row of each matching entry
+    first = np.ones(len(rows), bool)
+    first[1:] = rows[1:] != rows[:-1]  # hits ascend, so a row's first hit comes first
+    index = np.full(len(headers), -1, np.int64)
+    index[rows[first]] = hits[first]
+    return headers.items.take(pa.array(index, mask=index < 0))
 
 
 def _header_map(columns: EventColumns) -> pa.MapArray:

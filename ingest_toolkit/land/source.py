@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from ..channel import Event, EventColumns, FileChannel, Transaction
+from ..channel.columnar import ArrowColumns
 
 __all__ = ["InProcessSource", "InProcessTake", "TakeBatch", "TakeSource"]
 
@@ -17,15 +18,15 @@ __all__ = ["InProcessSource", "InProcessTake", "TakeBatch", "TakeSource"]
 @runtime_checkable
 class TakeBatch(Protocol):
     """One open take transaction. ``columns`` holds its events oldest first, each with its
-    ``seq``; the batch ends in exactly one ``commit`` (the events are gone) or ``rollback`` (they
-    are back at the head of the channel, in order). Plain attributes satisfy the read-only
-    properties."""
+    ``seq`` (Arrow arrays in process, lists from a remote take); the batch ends in exactly one
+    ``commit`` (the events are gone) or ``rollback`` (they are back at the head of the channel,
+    in order). Plain attributes satisfy the read-only properties."""
 
     @property
     def channel_id(self) -> bytes: ...  # the channel's 16-byte identity, part of every event id
 
     @property
-    def columns(self) -> EventColumns: ...
+    def columns(self) -> ArrowColumns | EventColumns: ...
 
     def commit(self) -> None: ...
 
@@ -51,7 +52,7 @@ class InProcessTake:
     thread (the landing does).
     """
 
-    def __init__(self, channel_id: bytes, tx: Transaction, columns: EventColumns) -> None:
+    def __init__(self, channel_id: bytes, tx: Transaction, columns: ArrowColumns) -> None:
         self.channel_id = channel_id
         self.columns = columns
         self._tx = tx
@@ -82,7 +83,7 @@ class InProcessSource:
         limit = min(max_events, self.channel.config.transaction_capacity)
         tx = self.channel.transaction()
         try:
-            columns = tx.take_columns(limit)
+            columns = tx.take_arrow(limit)  # Arrow arrays straight from the log: no object per event
         except BaseException:
             tx.rollback()
             raise

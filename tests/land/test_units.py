@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ingest_toolkit.channel import Event, FileChannel
+from ingest_toolkit.channel.columnar import ArrowColumns
 from ingest_toolkit.errors import ConfigError, IngestError
 from ingest_toolkit.land import (
     InProcessSource,
@@ -25,7 +26,7 @@ from ingest_toolkit.land import (
     event_id,
     load_landing_config,
 )
-from ingest_toolkit.land.batches import event_ids, landed_mask, seq_ranges
+from ingest_toolkit.land.batches import LANDED_SCHEMA, event_ids, first_values, landed_mask, seq_ranges
 
 from .helpers import BASE_MILLIS, channel_settings, make_events, put_events
 
@@ -158,3 +159,50 @@ def test_gc_pause_nests_and_restores_the_collector_state() -> None:
         assert not gc.isenabled()  # was off before: stays off
     finally:
         gc.enable()
+
+
+def test_build_table_is_the_same_from_an_arrow_take_and_from_columns(tmp_path: Path) -> None:
+    """The in-process landing builds the table from ``take_arrow``; the remote path from lists."""
+    ch = FileChannel(**channel_settings(tmp_path))
+    try:
+        put_events(ch, make_events(600) + [Event(b"", {"timestamp": "", "é": "€"}, seq=0)], batch=200)
+        with ch.transaction() as tx:  # the events as lists, as a remote take hands them out
+            columns = tx.take_columns(1000)
+            tx.rollback()
+        take = InProcessSource(ch, "ch").open_take(1000)
+        arrow = take.columns
+        take.rollback()
+        assert isinstance(arrow, ArrowColumns)
+        built = [build_table(c, channel_id=CID, batch_id="b", ingest_time_us=1_000_000) for c in (columns, arrow)]
+        assert built[0].equals(built[1])
+        assert built[0].num_rows == 601
+        # a take in several chunks (one per run of 4 MiB and more) builds the same table
+        chunked = ArrowColumns(pa.Table.from_batches(arrow.table.to_batches(max_chunksize=100)))
+        assert chunked.table.column("body").num_chunks > 1
+        assert build_table(chunked, channel_id=CID, batch_id="b", ingest_time_us=1_000_000).equals(built[0])
+    finally:
+        ch.close()
+
+
+def test_build_table_from_an_empty_arrow_take(tmp_path: Path) -> None:
+    ch = FileChannel(**channel_settings(tmp_path))
+    try:
+        take = InProcessSource(ch, "ch").open_take(10)
+        table = build_table(take.columns, channel_id=CID, batch_id="b", ingest_time_us=0)
+        take.rollback()
+        assert table.num_rows == 0 and table.schema.names == [f.name for f in LANDED_SCHEMA]
+    finally:
+        ch.close()
+
+
+maps = st.lists(st.lists(st.tuples(st.sampled_from(["timestamp", "k", "", "tímestamp"]),
+                                   st.one_of(st.none(), st.text(max_size=3))), max_size=4), max_size=30)
+
+
+@given(maps, st.integers(0, 5), st.integers(0, 5))
+def test_first_values_is_map_lookup_first(rows: list[list[tuple[str, str | None]]], head: int, tail: int) -> None:
+    headers = pa.array(rows, pa.map_(pa.string(), pa.string()))
+    sliced = headers.slice(min(head, len(rows)), max(0, len(rows) - head - tail))
+    for array in (headers, sliced):
+        expected = pc.map_lookup(array, pa.scalar("timestamp", pa.string()), "first")
+        assert first_values(array, "timestamp").to_pylist() == expected.to_pylist()
