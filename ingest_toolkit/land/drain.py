@@ -18,6 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
 from .config import LandingConfig
+from .errors import LandingError
 from .landing import LandingResult, land_once, recover_channel_dir
 from .source import TakeSource
 from .storage import open_storage
@@ -36,7 +37,7 @@ def land_until_empty(source: TakeSource, config: LandingConfig, spark: SparkSess
     batch in flight with it has finished; batches that completed before it stay landed.
     ``overlap=False`` runs the batches one after another in this thread.
     """
-    recover_channel_dir(open_storage(config.root, config.storage, spark), source.name, config.staging_grace_seconds)
+    _recover(source.name, config, spark)
     if not overlap:
         return _sequential(source, config, spark, max_runs)
     results: list[LandingResult] = []
@@ -62,6 +63,18 @@ def land_until_empty(source: TakeSource, config: LandingConfig, spark: SparkSess
     if error is not None:
         raise error
     return results
+
+
+def _recover(channel: str, config: LandingConfig, spark: SparkSession) -> None:
+    """Recovery of earlier runs, once for the whole drain; a failure is a LandingError like a
+    run's own (nothing was taken yet)."""
+    try:
+        recover_channel_dir(open_storage(config.root, config.storage, spark), channel, config.staging_grace_seconds)
+    except LandingError:
+        raise
+    except Exception as err:
+        raise LandingError(f"landing channel {channel!r} failed while recovering earlier runs: {err}; nothing was "
+                           "taken", channel=channel, phase="recovering earlier runs", rolled_back=True) from err
 
 
 def _sequential(source: TakeSource, config: LandingConfig, spark: SparkSession,

@@ -78,10 +78,10 @@ def test_sigkill_at_each_phase_then_retry_lands_everything_exactly_once(tmp_path
     root = tmp_path / "landing"
     manifests = read_manifests(str(root), "events")
     assert [m.count for m in manifests] == ([200] if phase in COMMITTED_MANIFEST else [])
-    if phase in ("during_write", "after_write"):  # tell the two apart by what Spark left in staging
-        (staged,) = (root / "events" / "_staging").iterdir()
-        in_flight = (staged / "_temporary").exists(), (staged / "_SUCCESS").exists()
-        assert in_flight == ((True, False) if phase == "during_write" else (False, True)), in_flight
+    if phase in ("during_write", "after_write"):  # tell the two apart by what Spark left in staging:
+        # its job commit writes _SUCCESS (the orphaned JVM may or may not clean _temporary up)
+        committed = [d.name for d in (root / "events" / "_staging").glob("*") if (d / "_SUCCESS").exists()]
+        assert len(committed) == (0 if phase == "during_write" else 1), committed
     ch = FileChannel(**settings)
     try:
         assert len(ch) == (100 if phase == "after_commit" else 300)  # the take committed only at the end
