@@ -22,7 +22,8 @@ from typing import Final
 from .proto import channel_pb2 as pb
 from .tags import TagRecord
 
-__all__ = ["Event", "EventColumns", "SMALL_VARINTS", "varint", "decode_put", "decode_puts", "encode_put", "encode_take",
+__all__ = ["Event", "EventColumns", "SMALL_VARINTS", "varint", "decode_put", "decode_puts", "encode_put",
+           "encode_put_pairs", "encode_take",
            "decode_take",
            "encode_commit", "decode_commit", "encode_rollback", "TXN_PUT", "TXN_TAKE"]
 
@@ -105,20 +106,35 @@ SMALL_VARINTS: Final = tuple(varint(n) for n in range(1 << 14))  # precomputed l
 
 def encode_put(body: bytes, headers: Mapping[str, str]) -> bytes:
     n = len(body)
-    prefix = SMALL_VARINTS[n] if n < 16384 else varint(n)
     if not headers:
-        return b"\x0a" + prefix + body if n else b""
-    parts = [b"\x0a", prefix, body] if n else []
+        return b"\x0a" + (SMALL_VARINTS[n] if n < 16384 else varint(n)) + body if n else b""
+    return _encode_with_headers(body, headers.items(), headers)
+
+
+def encode_put_pairs(body: bytes, keys: Sequence[str], values: Sequence[str]) -> bytes:
+    """:func:`encode_put` for headers given as parallel key and value lists (columns)."""
+    if not keys:
+        return encode_put(body, _EMPTY)
+    pairs = list(zip(keys, values, strict=True))
+    return _encode_with_headers(body, pairs, pairs)
+
+
+def _encode_with_headers(body: bytes, pairs: Iterable[tuple[str, str]],
+                         headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> bytes:
+    """The wire format written by hand; headers longer than 127 bytes, non-strings and
+    unencodable strings go through protobuf (``headers``: the same headers, re-iterable)."""
+    n = len(body)
+    parts = [b"\x0a", SMALL_VARINTS[n] if n < 16384 else varint(n), body] if n else []
     try:
-        for key, value in headers.items():
+        for key, value in pairs:
             k, v = key.encode(), value.encode()
             nk, nv = len(k), len(v)
             if nk > 127 or nv > 127:
-                return pb.Put(body=body, headers=headers).SerializeToString()
+                return pb.Put(body=body, headers=dict(headers)).SerializeToString()
             parts += (b"\x12", SMALL_VARINTS[nk + nv + 4], b"\x0a", SMALL_VARINTS[nk], k, b"\x12",
                       SMALL_VARINTS[nv], v)
     except (AttributeError, UnicodeEncodeError):  # not a str, or a lone surrogate: protobuf's error
-        return pb.Put(body=body, headers=headers).SerializeToString()
+        return pb.Put(body=body, headers=dict(headers)).SerializeToString()
     return b"".join(parts)
 
 

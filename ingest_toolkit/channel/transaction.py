@@ -18,7 +18,7 @@ from crc32c import crc32c
 
 from ..errors import EventTooLargeError, TransactionCapacityError, TransactionError
 from . import format as fmt
-from .codec import SMALL_VARINTS, Event, EventColumns, encode_put, varint
+from .codec import SMALL_VARINTS, Event, EventColumns, encode_put, encode_put_pairs, varint
 from .tags import TagRecord
 
 if TYPE_CHECKING:
@@ -85,7 +85,15 @@ class Transaction:
         """Add events in order; returns their sequence numbers."""
         batch = events if isinstance(events, (list, tuple)) else list(events)
         self._begin(TxnKind.PUT, len(batch))
-        payloads = _payloads(batch)
+        return self._put_payloads(_payloads(batch))
+
+    def put_columns(self, columns: EventColumns) -> list[int]:
+        """:meth:`put_many` for events given as columns (``seqs`` are ignored): the same frames,
+        without an :class:`Event` per event (the agent's gRPC put decodes batches to columns)."""
+        self._begin(TxnKind.PUT, len(columns))
+        return self._put_payloads(_column_payloads(columns))
+
+    def _put_payloads(self, payloads: list[bytes]) -> list[int]:
         limit = self._channel.config.max_event_size
         largest = max(map(len, payloads), default=0)
         if largest > limit:
@@ -195,6 +203,19 @@ def _payload(event: Event) -> bytes:
     if type(body) is not bytes:
         body = _as_bytes(body)
     return encode_put(body, event.headers)
+
+
+def _column_payloads(columns: EventColumns) -> list[bytes]:
+    """PUT payloads of ``columns``: header-less bodies inline, others through encode_put_pairs."""
+    if not columns.header_keys:
+        return [b"\x0a" + (SMALL_VARINTS[n] if n < 16384 else varint(n)) + body if (n := len(body)) else b""
+                for body in columns.bodies]
+    out: list[bytes] = []
+    keys, values, at = columns.header_keys, columns.header_values, 0
+    for body, count in zip(columns.bodies, columns.header_counts, strict=True):
+        out.append(encode_put_pairs(body, keys[at:at + count], values[at:at + count]))
+        at += count
+    return out
 
 
 def _payloads(batch: Sequence[Event]) -> list[bytes]:

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..channel import Event, FileChannel
+from ..channel import Event, EventColumns, FileChannel
 from ..channel.checkpoint import CheckpointInvalid, read_checkpoint_meta
 from ..channel.fs import OsFileSystem, write_atomic
 from ..channel.lock import DirectoryLock
@@ -76,7 +76,7 @@ class MeteredPipeline(Pipeline):
         super().__init__(channels, selector=selector, interceptors=interceptors, name=name)
         self._metrics = metrics
 
-    def put_batch(self, events: Sequence[Event], *, batch_id: str | None = None,
+    def put_batch(self, events: Sequence[Event] | EventColumns, *, batch_id: str | None = None,
                   channel: str | None = None) -> PutResult:
         started = time.perf_counter()
         try:
@@ -215,7 +215,7 @@ class Agent:
                                   "agent.grpc")
         pipeline.channels = dict(self.channels)  # a put naming a channel may name any of them
 
-        def put(channel: str | None, events: list[Event], batch_id: str | None) -> PutResult:
+        def put(channel: str | None, events: EventColumns, batch_id: str | None) -> PutResult:
             return pipeline.put_batch(events, batch_id=batch_id, channel=channel)
 
         self.service = AgentService(self.channels, put, token=token,

@@ -21,10 +21,10 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..channel import Event, FileChannel
+from ..channel import Event, EventColumns, FileChannel
 from ..errors import ConfigError, IngestError
 from .interceptors import Interceptor
-from .selectors import Route, Selector
+from .selectors import ReplicatingSelector, Route, Selector
 
 __all__ = ["MAX_BATCH_ID_BYTES", "BatchIdError", "Pipeline", "PutResult", "check_batch_id", "hold_batch_id"]
 
@@ -96,24 +96,45 @@ class Pipeline:
         self._counts = {"batches": 0, "events": 0, "duplicates": 0, "optional_failures": 0,
                         "required_failures": 0, "filtered": 0}
 
-    def put_batch(self, events: Sequence[Event], *, batch_id: str | None = None,
+    def put_batch(self, events: Sequence[Event] | EventColumns, *, batch_id: str | None = None,
                   channel: str | None = None) -> PutResult:
         """Store ``events`` durably; ``channel`` bypasses the selector (that channel, required).
 
-        Raises the first required channel's error (ChannelFullError and DiskSpaceError are
-        transient: retry the same batch with the same batch id).
+        ``events`` may be :class:`EventColumns` (the gRPC put): when no interceptor and no
+        multiplexing selector has to look at each event, the columns go to the channels as they
+        are, with no :class:`Event` per event. Raises the first required channel's error
+        (ChannelFullError and DiskSpaceError are transient: retry the same batch with the same
+        batch id).
         """
         if batch_id is not None:
             check_batch_id(batch_id)
+        if isinstance(events, EventColumns):
+            routes = self._column_routes(events, channel)
+            if routes is not None:
+                return self._commit_batch(routes, batch_id, len(events))
+            events = events.events()
         batch = list(events)
         for interceptor in self.interceptors:
             batch = interceptor(batch)
         self._count(filtered=len(events) - len(batch))
-        routes = self._routes(batch, channel)
+        return self._commit_batch(self._routes(batch, channel), batch_id, len(batch))
+
+    def _commit_batch(self, routes: list[Route], batch_id: str | None, accepted: int) -> PutResult:
         if batch_id is None:
-            return self._commit(routes, None, len(batch))
+            return self._commit(routes, None, accepted)
         with hold_batch_id(batch_id):
-            return self._commit(routes, batch_id, len(batch))
+            return self._commit(routes, batch_id, accepted)
+
+    def _column_routes(self, columns: EventColumns, channel: str | None) -> list[Route] | None:
+        """Routes that carry ``columns`` as they are, or None when events must be looked at."""
+        if self.interceptors:
+            return None
+        if channel is not None:
+            self._routes([], channel)  # the same check and error for an unknown channel
+            return [Route(channel, [], True, columns)] if len(columns) else []
+        if isinstance(self.selector, ReplicatingSelector):
+            return self.selector.route_columns(columns)
+        return None
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
@@ -147,7 +168,10 @@ class Pipeline:
         channel = self.channels[route.channel]
         try:
             with channel.transaction(tag=tag) as tx:
-                tx.put_many(route.events)
+                if route.columns is not None:
+                    tx.put_columns(route.columns)
+                else:
+                    tx.put_many(route.events)
         except IngestError as err:
             if route.required:
                 self._count(required_failures=1)

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from ..channel import Event
+from ..channel import Event, EventColumns
 from ..errors import ConfigError
 
 __all__ = [
@@ -44,6 +44,7 @@ class Route:
     channel: str
     events: list[Event] = field(default_factory=list)
     required: bool = True
+    columns: EventColumns | None = None  # the batch as columns instead of ``events`` (see Pipeline.put_batch)
 
 
 class Selector(Protocol):
@@ -95,6 +96,13 @@ class ReplicatingSelector:
         batch = list(events)
         return ([Route(c, batch, True) for c in self.required]
                 + [Route(c, batch, False) for c in self.optional])
+
+    def route_columns(self, columns: EventColumns) -> list[Route]:
+        """:meth:`route` for a batch as columns: every channel gets the whole batch anyway."""
+        if not len(columns):
+            return []
+        return ([Route(c, [], True, columns) for c in self.required]
+                + [Route(c, [], False, columns) for c in self.optional])
 
 
 class MultiplexingSelector:

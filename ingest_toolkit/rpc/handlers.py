@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from ..channel import Event, FileChannel
+from ..channel import EventColumns, FileChannel
 from ..collect.pipeline import PutResult, hold_batch_id
 from .errors import InvalidRequestError, UnknownChannelError
 
 __all__ = ["PutHandler", "PutResult", "channel_put_handler"]
 
 
-PutHandler = Callable[[str | None, list[Event], str | None], PutResult]
-"""``(channel name or None for the default pipeline, events, batch id or None) -> outcome``.
+PutHandler = Callable[[str | None, EventColumns, str | None], PutResult]
+"""``(channel name or None for the default pipeline, events as columns, batch id or None) -> outcome``.
 
 Must return only once the events are committed (durable), and raise the toolkit's errors
 (ChannelFullError, EventTooLargeError, ...) otherwise. With a batch id it must not store a batch
@@ -36,7 +36,7 @@ def channel_put_handler(channels: Mapping[str, FileChannel], *, default: str | N
     commit.
     """
 
-    def handle(name: str | None, events: list[Event], batch_id: str | None) -> PutResult:
+    def handle(name: str | None, events: EventColumns, batch_id: str | None) -> PutResult:
         target = name or default
         if target is None:
             raise InvalidRequestError("this agent has no default pipeline: name the channel in the put request")
@@ -45,13 +45,13 @@ def channel_put_handler(channels: Mapping[str, FileChannel], *, default: str | N
             raise UnknownChannelError(channel=target, known=list(channels))
         if batch_id is None:
             with channel.transaction() as tx:
-                tx.put_many(events)
+                tx.put_columns(events)
             return PutResult(len(events), False, (target,))
         with hold_batch_id(batch_id):
             if channel.find_tag(batch_id) is not None:
                 return PutResult(len(events), True, ())  # what the agent's pipeline answers
             with channel.transaction(tag=batch_id) as tx:
-                tx.put_many(events)
+                tx.put_columns(events)
             return PutResult(len(events), False, (target,))
 
     return handle

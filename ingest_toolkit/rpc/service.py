@@ -40,7 +40,7 @@ from .handlers import PutHandler
 from .leases import LeaseTable, RemoteTxn
 from .proto import agent_pb2 as pb
 from .proto import agent_pb2_grpc as pb_grpc
-from .wire import CHUNK_BYTES, column_chunks, decode_batch, fill_columns
+from .wire import CHUNK_BYTES, column_chunks, decode_columns, fill_columns
 
 __all__ = ["AgentService", "MAX_BATCH_ID_BYTES", "Observer"]
 
@@ -91,7 +91,7 @@ class AgentService(pb_grpc.AgentServicer):
             if name is not None:
                 self._channel(name)
             batch_id = _batch_id(request.batch_id)
-            result = self._put_handler(name, decode_batch(request.events), batch_id)
+            result = self._put_handler(name, decode_columns(request.events), batch_id)
         except Exception as err:  # every failure becomes a precise status
             _abort(context, err, f"put into {request.channel or 'the default pipeline'}")
         return pb.PutAck(accepted=result.accepted, duplicate=result.duplicate, channels=list(result.channels))
@@ -180,7 +180,7 @@ class AgentService(pb_grpc.AgentServicer):
     def _apply(self, remote: RemoteTxn, request: pb.TxnRequest) -> list[pb.TxnResponse]:
         op, tx = request.WhichOneof("op"), remote.tx
         if op == "put":
-            seqs = tx.put_many(decode_batch(request.put))
+            seqs = tx.put_columns(decode_columns(request.put))
             return [pb.TxnResponse(put=pb.PutDone(first_seq=seqs[0] if seqs else 0, count=len(seqs)))]
         if op == "take":
             started = time.perf_counter()

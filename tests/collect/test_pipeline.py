@@ -8,7 +8,7 @@ import time
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from ingest_toolkit.channel import Event
+from ingest_toolkit.channel import Event, EventColumns
 from ingest_toolkit.collect.interceptors import InterceptorSettings, build_interceptors
 from ingest_toolkit.collect.pipeline import BatchIdError, Pipeline
 from ingest_toolkit.collect.selectors import (
@@ -166,3 +166,34 @@ def test_regex_filter_include_and_settings_validation() -> None:
         TypeAdapter(list[InterceptorSettings]).validate_python([{"type": "nope"}])
     [host_ip] = build_interceptors(TypeAdapter(list[InterceptorSettings]).validate_python([{"type": "host"}]))
     assert host_ip([Event(b"")])[0].headers["host"]
+
+
+def test_columns_reach_the_channels_as_they_are_or_through_interceptors_and_multiplexing(
+        make_channel: ChannelFactory) -> None:
+    """The gRPC put hands the pipeline EventColumns: stored as they are when nothing has to look at
+    each event, turned into events for interceptors and the multiplexing selector; the stored
+    events are the same either way, and batch ids dedupe both."""
+    batch = [Event(b"plain"), Event(b"tagged", {"kind": "click", "k": "v"}), Event(b"", {"kind": "view"})]
+    columns = EventColumns.of(batch)
+    a, b = make_channel("a"), make_channel("b")
+    replicating = Pipeline({"a": a, "b": b}, selector=ReplicatingSelector(["a", "b"]), name="r")
+    assert replicating.put_batch(columns, batch_id="cols-1").channels == ("a", "b")
+    assert replicating.put_batch(columns, batch_id="cols-1").duplicate  # the retry is recognised
+    one = replicating.put_batch(columns, channel="b")  # an explicit channel: only there
+    assert one.channels == ("b",)
+    with pytest.raises(ConfigError, match="has no channel 'nope'"):
+        replicating.put_batch(columns, channel="nope")
+    stored = [(e.body, dict(e.headers)) for e in batch]
+    assert [(e.body, dict(e.headers)) for e in drain(a)] == stored
+    assert [(e.body, dict(e.headers)) for e in drain(b)] == stored * 2
+
+    stamped = Pipeline({"a": a}, selector=ReplicatingSelector(["a"]), name="s", interceptors=build_interceptors(
+        TypeAdapter(list[InterceptorSettings]).validate_python([{"type": "static", "headers": {"env": "prod"}}])))
+    stamped.put_batch(columns)
+    assert [e.headers.get("env") for e in drain(a)] == ["prod"] * 3  # interceptors saw every event
+
+    views = make_channel("views")
+    routed = Pipeline({"a": a, "views": views}, name="m",
+                      selector=MultiplexingSelector("kind", {"view": ["views"]}, default=["a"]))
+    assert routed.put_batch(columns).accepted == 3
+    assert [e.body for e in drain(views)] == [b""] and [e.body for e in drain(a)] == [b"plain", b"tagged"]
