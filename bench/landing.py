@@ -98,12 +98,12 @@ _SYNC_SECONDS = [0.0]
 _untimed_sync = LocalStorage.sync
 
 
-def _timed_sync(self: LocalStorage, files: list[str]) -> None:
+def _timed_sync(self: LocalStorage, files: list[str], *, contents: bool = True) -> None:
     """LocalStorage.sync, timed: what making a batch durable (fsync of its files and directories
     before the take commit) costs; the benchmark's only change to the landing is this timer."""
     started = time.perf_counter()
     try:
-        _untimed_sync(self, files)
+        _untimed_sync(self, files, contents=contents)
     finally:
         _SYNC_SECONDS[0] += time.perf_counter() - started
 

@@ -26,7 +26,7 @@ puts (a new state) or the drain schedule do.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import dagster as dg
 
@@ -79,9 +79,7 @@ class SensorCursor:
             return cls()
 
     def dumps(self) -> str:
-        requested = None if self.requested is None else {
-            "channel_id": self.requested.channel_id, "last_seq": self.requested.last_seq,
-            "puts_committed": self.requested.puts_committed, "takes_committed": self.requested.takes_committed}
+        requested = None if self.requested is None else asdict(self.requested)
         return json.dumps({"checkpoint_id": self.checkpoint_id, "channel_id": self.channel_id,
                            "requested": requested, "requested_run_key": self.requested_run_key}, sort_keys=True)
 

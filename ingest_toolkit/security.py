@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict
 
 from .errors import ConfigError
 
-__all__ = ["ClientTls", "PathArg", "SecuritySettings", "TlsSettings", "bearer_ok", "is_loopback", "load_client_tls",
-           "load_token", "server_ssl_context", "warn_if_exposed"]
+__all__ = ["CLIENT_TLS_NAMES", "ClientTls", "PathArg", "SecuritySettings", "TlsSettings", "bearer_ok", "is_loopback",
+           "load_client_tls", "load_token", "server_ssl_context", "warn_if_exposed"]
 
 PathArg = str | os.PathLike[str]
 
@@ -41,8 +41,8 @@ class TlsSettings(BaseModel):
 
     def read(self) -> tuple[bytes, bytes, bytes | None]:
         """The PEM bytes of certificate, key and client CA; a missing file is a ConfigError."""
-        return (_read(self.cert_file, "cert_file"), _read(self.key_file, "key_file"),
-                _read(self.client_ca_file, "client_ca_file") if self.client_ca_file else None)
+        return (_read(self.cert_file, "security.tls.cert_file"), _read(self.key_file, "security.tls.key_file"),
+                _read(self.client_ca_file, "security.tls.client_ca_file") if self.client_ca_file else None)
 
 
 class SecuritySettings(BaseModel):
@@ -87,11 +87,12 @@ def server_ssl_context(tls: TlsSettings) -> ssl.SSLContext:
     return context
 
 
-def _read(path: Path, key: str) -> bytes:
+def _read(path: PathArg, key: str) -> bytes:
+    """The bytes of ``path``; a ConfigError naming ``key`` (the setting or option that gave it)."""
     try:
-        return path.read_bytes()
+        return Path(path).read_bytes()
     except OSError as err:
-        raise ConfigError(f"cannot read {path}: {err.strerror}", key=f"security.tls.{key}") from None
+        raise ConfigError(f"{key}: cannot read {os.fspath(path)}: {err.strerror or err}", key=key) from None
 
 
 # -- clients --------------------------------------------------------------------------------
@@ -122,21 +123,14 @@ def load_client_tls(ca_file: PathArg | None, cert_file: PathArg | None, key_file
                           "private key and the reverse (both PEM files)", key=names[missing])
     ca = None
     if ca_file is not None:
-        ca = _read_pem(ca_file, names["ca"])
+        ca = _read(ca_file, names["ca"])
         _check_certificates(ca, ca_file, names["ca"])
     if cert_file is None or key_file is None:
         return ClientTls(ca, None, None)
-    cert, key = _read_pem(cert_file, names["cert"]), _read_pem(key_file, names["key"])
+    cert, key = _read(cert_file, names["cert"]), _read(key_file, names["key"])
     _check_certificates(cert, cert_file, names["cert"])
     _check_pair(cert_file, key_file, names)
     return ClientTls(ca, cert, key)
-
-
-def _read_pem(path: PathArg, name: str) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as err:
-        raise ConfigError(f"{name}: cannot read {os.fspath(path)}: {err.strerror or err}", key=name) from None
 
 
 def _check_certificates(pem: bytes, path: PathArg, name: str) -> None:

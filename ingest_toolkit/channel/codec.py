@@ -15,7 +15,7 @@ faster there than Python byte parsing). ``decode_puts`` decodes many payloads at
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -108,21 +108,19 @@ def encode_put(body: bytes, headers: Mapping[str, str]) -> bytes:
     n = len(body)
     if not headers:
         return b"\x0a" + (SMALL_VARINTS[n] if n < 16384 else varint(n)) + body if n else b""
-    return _encode_with_headers(body, headers.items(), headers)
+    return _encode_with_headers(body, headers.items())
 
 
 def encode_put_pairs(body: bytes, keys: Sequence[str], values: Sequence[str]) -> bytes:
     """:func:`encode_put` for headers given as parallel key and value lists (columns)."""
     if not keys:
         return encode_put(body, _EMPTY)
-    pairs = list(zip(keys, values, strict=True))
-    return _encode_with_headers(body, pairs, pairs)
+    return _encode_with_headers(body, list(zip(keys, values, strict=True)))
 
 
-def _encode_with_headers(body: bytes, pairs: Iterable[tuple[str, str]],
-                         headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> bytes:
+def _encode_with_headers(body: bytes, pairs: Collection[tuple[str, str]]) -> bytes:
     """The wire format written by hand; headers longer than 127 bytes, non-strings and
-    unencodable strings go through protobuf (``headers``: the same headers, re-iterable)."""
+    unencodable strings go through protobuf (so ``pairs`` is iterated twice then)."""
     n = len(body)
     parts = [b"\x0a", SMALL_VARINTS[n] if n < 16384 else varint(n), body] if n else []
     try:
@@ -130,11 +128,11 @@ def _encode_with_headers(body: bytes, pairs: Iterable[tuple[str, str]],
             k, v = key.encode(), value.encode()
             nk, nv = len(k), len(v)
             if nk > 127 or nv > 127:
-                return pb.Put(body=body, headers=dict(headers)).SerializeToString()
+                return pb.Put(body=body, headers=dict(pairs)).SerializeToString()
             parts += (b"\x12", SMALL_VARINTS[nk + nv + 4], b"\x0a", SMALL_VARINTS[nk], k, b"\x12",
                       SMALL_VARINTS[nv], v)
     except (AttributeError, UnicodeEncodeError):  # not a str, or a lone surrogate: protobuf's error
-        return pb.Put(body=body, headers=dict(headers)).SerializeToString()
+        return pb.Put(body=body, headers=dict(pairs)).SerializeToString()
     return b"".join(parts)
 
 

@@ -130,7 +130,7 @@ class Pipeline:
         if self.interceptors:
             return None
         if channel is not None:
-            self._routes([], channel)  # the same check and error for an unknown channel
+            self._check_channel(channel)
             return [Route(channel, [], True, columns)] if len(columns) else []
         if isinstance(self.selector, ReplicatingSelector):
             return self.selector.route_columns(columns)
@@ -142,12 +142,15 @@ class Pipeline:
 
     def _routes(self, batch: list[Event], channel: str | None) -> list[Route]:
         if channel is not None:
-            if channel not in self.channels:
-                raise ConfigError(f"pipeline {self.name} has no channel {channel!r} "
-                                  f"(has: {', '.join(sorted(self.channels))})", key="channel")
+            self._check_channel(channel)
             return [Route(channel, batch, True)] if batch else []
         routes = [r for r in self.selector.route(batch) if r.events]
         return sorted(routes, key=lambda r: not r.required)  # required channels commit first
+
+    def _check_channel(self, channel: str) -> None:
+        if channel not in self.channels:
+            raise ConfigError(f"pipeline {self.name} has no channel {channel!r} "
+                              f"(has: {', '.join(sorted(self.channels))})", key="channel")
 
     def _commit(self, routes: list[Route], tag: str | None, accepted: int) -> PutResult:
         committed: list[str] = []

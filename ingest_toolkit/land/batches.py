@@ -21,7 +21,7 @@ from ..channel import Event, EventColumns
 from ..channel.columnar import ArrowColumns
 
 __all__ = ["LANDED_SCHEMA", "PARTITION_COLUMNS", "TIMESTAMP_HEADER", "build_table", "event_id",
-           "event_ids", "first_values", "landed_mask", "seq_ranges"]
+           "event_ids", "first_values", "landed_mask", "seq_array", "seq_ranges"]
 
 TIMESTAMP_HEADER = "timestamp"  # epoch milliseconds, as Flume's timestamp interceptor writes it
 PARTITION_COLUMNS = ("event_date", "event_hour")
@@ -96,11 +96,11 @@ def build_table(events: ArrowColumns | EventColumns | Sequence[Event], *, channe
     most 15 digits, else ``ingest_time``: an event is never dropped for a bad header.
     """
     if isinstance(events, ArrowColumns):  # a take_arrow: the columns are Arrow already
-        seqs, headers, bodies = _single(events.seqs), _single(events.headers), events.bodies
+        seqs, headers, bodies = seq_array(events), _single(events.headers), events.bodies
         has_headers = events.has_headers()
     else:
         columns = events if isinstance(events, EventColumns) else EventColumns.of(events)
-        seqs, headers = pa.array(columns.seqs, pa.int64()), _header_map(columns)
+        seqs, headers = seq_array(columns), _header_map(columns)
         bodies, has_headers = pa.array(columns.bodies, pa.binary()), columns.has_headers()
     n = len(seqs)
     ingest = pa.scalar(ingest_time_us, pa.int64())
@@ -117,6 +117,14 @@ def build_table(events: ArrowColumns | EventColumns | Sequence[Event], *, channe
         *_partition_columns(event_time),
     ]
     return pa.Table.from_arrays(arrays, schema=LANDED_SCHEMA)
+
+
+def seq_array(columns: ArrowColumns | EventColumns) -> pa.Array:
+    """The seqs of a take as one int64 array (``pa.array`` over a chunked column would convert
+    it element by element)."""
+    if isinstance(columns, ArrowColumns):
+        return _single(columns.seqs)
+    return pa.array(columns.seqs, pa.int64())
 
 
 def _single(column: pa.ChunkedArray) -> pa.Array:

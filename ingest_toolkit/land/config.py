@@ -144,7 +144,6 @@ def agent_client(config: LandingConfig, token: str | None = None) -> AgentClient
     bearer token from ``agent_token_env``; TLS from ``agent_tls_ca`` / ``agent_tls_cert`` /
     ``agent_tls_key``. A bad TLS file raises ConfigError naming its ``landing.*`` key."""
     from ..rpc.client import AgentClient
-    from ..security import load_client_tls
 
     if not config.agent:
         raise ConfigError("no agent configured: set [landing] agent (host:port)", key="landing.agent")
@@ -154,9 +153,8 @@ def agent_client(config: LandingConfig, token: str | None = None) -> AgentClient
             raise ConfigError(f"[landing] agent_token_env names {config.agent_token_env}, which is not set",
                               key="landing.agent_token_env")
     names = {"ca": "landing.agent_tls_ca", "cert": "landing.agent_tls_cert", "key": "landing.agent_tls_key"}
-    load_client_tls(config.agent_tls_ca, config.agent_tls_cert, config.agent_tls_key, names=names)
     return AgentClient(config.agent, token=token, tls_ca=config.agent_tls_ca, tls_cert=config.agent_tls_cert,
-                       tls_key=config.agent_tls_key)
+                       tls_key=config.agent_tls_key, tls_names=names)
 
 
 def root_uri(value: str) -> str:

@@ -18,8 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
 from .config import LandingConfig
-from .errors import LandingError
-from .landing import LandingResult, land_once, recover_channel_dir
+from .landing import LandingResult, before_take, land_once, recover_channel_dir
 from .source import TakeSource
 from .storage import open_storage
 
@@ -66,15 +65,10 @@ def land_until_empty(source: TakeSource, config: LandingConfig, spark: SparkSess
 
 
 def _recover(channel: str, config: LandingConfig, spark: SparkSession) -> None:
-    """Recovery of earlier runs, once for the whole drain; a failure is a LandingError like a
-    run's own (nothing was taken yet)."""
-    try:
-        recover_channel_dir(open_storage(config.root, config.storage, spark), channel, config.staging_grace_seconds)
-    except LandingError:
-        raise
-    except Exception as err:
-        raise LandingError(f"landing channel {channel!r} failed while recovering earlier runs: {err}; nothing was "
-                           "taken", channel=channel, phase="recovering earlier runs", rolled_back=True) from err
+    """Recovery of earlier runs, once for the whole drain; it fails as a run's own recovery does."""
+    store = open_storage(config.root, config.storage, spark)
+    before_take(channel, "recovering earlier runs",
+                lambda: recover_channel_dir(store, channel, config.staging_grace_seconds))
 
 
 def _sequential(source: TakeSource, config: LandingConfig, spark: SparkSession,

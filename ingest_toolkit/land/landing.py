@@ -40,11 +40,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import TransactionCapacityError
-from .batches import build_table, landed_mask, seq_ranges
+from .batches import build_table, landed_mask, seq_array, seq_ranges
 from .config import LandingConfig
 from .errors import CommitConflict, LandingError
 from .faults import fault_during, fault_point
-from .manifest import MANIFEST_DIR, Manifest, ManifestFile, ManifestLog
+from .manifest import Manifest, ManifestFile, ManifestLog
 from .publish import STAGING_DIR, finish_moves, recover_channel_dir, staged_files
 from .source import TakeBatch, TakeSource
 from .spark import write_parquet
@@ -140,18 +140,14 @@ class _Run:
 
     def guard(self, phase: str, step: Any) -> Any:
         self.phase = phase
-        try:
-            return step()
-        except Exception as err:
-            raise LandingError(f"landing channel {self.channel!r} failed while {phase}: {err}; nothing was "
-                               "taken", channel=self.channel, phase=phase, rolled_back=True) from err
+        return before_take(self.channel, phase, step)
 
     def land(self, take: TakeBatch, config: LandingConfig, spark: SparkSession) -> _Written:
         columns = take.columns
         if not len(columns):
             return _Written()
         self.phase = "recognising redelivered events"
-        seqs = pa.array(columns.seqs, pa.int64())
+        seqs = seq_array(columns)
         bounds = pc.min_max(seqs).as_py()
         landed = ManifestLog(self.store, self.channel).landed(take.channel_id, bounds["min"], bounds["max"])
         keep = None
@@ -197,11 +193,27 @@ class _Run:
         self.phase = "moving files into the partitions"
         finish_moves(self.store, self.channel, manifest)
         fault_point("before_commit")
-        return manifest, self.store.uri(f"{self.channel}/{MANIFEST_DIR}/{manifest.name}")
+        return manifest, ManifestLog(self.store, self.channel).uri(manifest)
+
+
+def before_take(channel: str, phase: str, step: Any) -> Any:
+    """Run ``step``, a step before anything is taken; its failure is a LandingError saying so."""
+    try:
+        return step()
+    except Exception as err:
+        raise LandingError(f"landing channel {channel!r} failed while {phase}: {err}; nothing was taken",
+                           channel=channel, phase=phase, rolled_back=True) from err
 
 
 def _partitions(files: tuple[ManifestFile, ...]) -> tuple[str, ...]:
     return tuple(sorted({f.path.rpartition("/")[0] for f in files if "/" in f.path}))
+
+
+def _lease(take: TakeBatch) -> tuple[Any, float] | None:
+    """``(extend, lease seconds)`` of a leased take (a remote one), None for any other."""
+    extend = getattr(take, "extend", None)
+    lease = float(getattr(take, "lease_seconds", 0.0) or 0.0)
+    return (extend, lease) if extend is not None and lease > 0 else None
 
 
 def _confirm_lease(take: TakeBatch) -> None:
@@ -209,9 +221,9 @@ def _confirm_lease(take: TakeBatch) -> None:
     gone (its events may be landing elsewhere) fails the run here, before anything is published.
     Correctness does not depend on it (the commit log refuses overlapping commits); it spares
     the table a batch whose take can no longer commit."""
-    extend = getattr(take, "extend", None)
-    if extend is not None and float(getattr(take, "lease_seconds", 0.0) or 0.0) > 0:
-        extend()
+    leased = _lease(take)
+    if leased is not None:
+        leased[0]()
 
 
 _gc_lock = threading.Lock()
@@ -246,11 +258,11 @@ def _lease_kept(take: TakeBatch, max_seconds: float) -> Iterator[None]:
     A renewal that fails (the agent restarting, a network blip) is retried every few seconds
     until the lease it had would have run out; after that the take is gone, the run fails when
     it confirms the lease before its manifest commit, and the batch is delivered again."""
-    extend = getattr(take, "extend", None)
-    lease = float(getattr(take, "lease_seconds", 0.0) or 0.0)
-    if extend is None or lease <= 0 or max_seconds <= 0:
+    leased = _lease(take)
+    if leased is None or max_seconds <= 0:
         yield
         return
+    extend, lease = leased
     stop = threading.Event()
     keeper = threading.Thread(target=_renew, args=(extend, lease, max_seconds, stop), name="lease-keeper",
                               daemon=True)

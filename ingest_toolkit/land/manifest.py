@@ -82,7 +82,7 @@ class Manifest:
 
     @property
     def name(self) -> str:
-        return f"{self.commit:012d}.json"
+        return _commit_name(self.commit)
 
     @property
     def index_name(self) -> str:
@@ -139,6 +139,9 @@ class ManifestLog:
     def _rel(self, name: str, directory: str = MANIFEST_DIR) -> str:
         return f"{self.channel}/{directory}/{name}"
 
+    def uri(self, manifest: Manifest) -> str:
+        return self.store.uri(self._rel(manifest.name))
+
     def entries(self) -> list[LogEntry]:
         """Every commit, oldest first (two listings, no file opened)."""
         names = self.store.list_dir(f"{self.channel}/{MANIFEST_DIR}")
@@ -156,7 +159,7 @@ class ManifestLog:
         return [LogEntry(c, *indexed.get(c, (None, None))) for c in commits]
 
     def load(self, commit: int) -> Manifest:
-        rel = self._rel(f"{commit:012d}.json")
+        rel = self._rel(_commit_name(commit))
         try:
             return Manifest.from_json(json.loads(self.store.read_bytes(rel)))
         except (ValueError, KeyError, TypeError) as err:
@@ -232,6 +235,10 @@ class ManifestLog:
         """Batch id -> commit number, for every commit (opens the unindexed ones)."""
         return {e.batch_id if e.batch_id is not None else self.load(e.commit).batch_id: e.commit
                 for e in self.entries()}
+
+
+def _commit_name(commit: int) -> str:
+    return f"{commit:012d}.json"
 
 
 def _encode(manifest: Manifest) -> bytes:

@@ -63,7 +63,7 @@ def finish_moves(store: Storage, channel: str, manifest: Manifest) -> None:
             _check_in_place(store, channel, manifest, dst, src)
         if i == 0:
             fault_point("during_moves")
-    store.sync([f"{channel}/{f.path}" for f in manifest.files])
+    store.sync([f"{channel}/{f.path}" for f in manifest.files], contents=False)  # synced in staging already
     store.delete(f"{channel}/{manifest.staging_dir}")
 
 

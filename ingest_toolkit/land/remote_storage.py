@@ -130,7 +130,7 @@ class HadoopStorage:
         finally:
             reader.close()
 
-    def sync(self, files: list[str]) -> None:
+    def sync(self, files: list[str], *, contents: bool = True) -> None:
         """Nothing to do: see the module docstring."""
 
 
@@ -202,5 +202,5 @@ class ArrowStorage:
         with self._fs.open_input_file(self._p(rel)) as stream:
             return int(pq.read_metadata(stream).num_rows)
 
-    def sync(self, files: list[str]) -> None:
+    def sync(self, files: list[str], *, contents: bool = True) -> None:
         """Nothing to do: see the module docstring."""

@@ -68,9 +68,10 @@ class Storage(Protocol):
     def parquet_rows(self, rel: str) -> int:
         """Rows of a Parquet file, from its footer."""
 
-    def sync(self, files: list[str]) -> None:
-        """Make ``files`` and the directory entries naming them durable (no-op where the file
-        system gives no such call: see each implementation)."""
+    def sync(self, files: list[str], *, contents: bool = True) -> None:
+        """Make ``files`` and the directory entries naming them durable; ``contents=False``: only
+        the entries (the contents were synced under another name, e.g. before a move). A no-op
+        where the file system gives no such call: see each implementation."""
 
 
 def open_storage(root: str, mode: str = "auto", spark: Any = None) -> Storage:
@@ -191,15 +192,16 @@ class LocalStorage:
 
         return int(pq.read_metadata(self._p(rel)).num_rows)
 
-    def sync(self, files: list[str]) -> None:
+    def sync(self, files: list[str], *, contents: bool = True) -> None:
         directories: set[Path] = set()
         for rel in files:
             path = self._p(rel)
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            if contents:
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
             directories.update(_parents_below(path.parent, self._base))
         for directory in sorted(directories, key=lambda d: len(d.parts), reverse=True):
             _sync_dir(directory)

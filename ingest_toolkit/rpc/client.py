@@ -13,7 +13,7 @@ channel handles a remote one the same way.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,7 @@ import grpc
 
 from ..channel import Event, EventColumns, TxnState
 from ..errors import TransactionCapacityError
-from ..security import PathArg, load_client_tls
+from ..security import CLIENT_TLS_NAMES, PathArg, load_client_tls
 from .adapter import RemoteChannel
 from .errors import RequestTooLargeError, from_rpc_error
 from .proto import agent_pb2 as pb
@@ -98,7 +98,8 @@ class AgentClient:
     an agent that requires client certificates (``client_ca_file``); they turn TLS on too (with
     the system's CAs when ``tls_ca`` is not given). The files are read and checked here: an
     unreadable file, a key that is not the certificate's, or one without the other is a
-    ConfigError naming the parameter. ``tls_server_name`` overrides the name checked against the
+    ConfigError naming the parameter (or what ``tls_names`` calls it: ``{"ca", "cert", "key"}`` ->
+    the caller's setting names). ``tls_server_name`` overrides the name checked against the
     agent's certificate. ``max_message_bytes`` must not exceed the agent's: requests larger than
     it are refused here, before they are sent.
     """
@@ -106,7 +107,7 @@ class AgentClient:
     def __init__(self, address: str, *, token: str | None = None, tls_ca: PathArg | None = None,
                  tls_cert: PathArg | None = None, tls_key: PathArg | None = None,
                  tls_server_name: str | None = None, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 timeout: float = 60.0) -> None:
+                 timeout: float = 60.0, tls_names: Mapping[str, str] = CLIENT_TLS_NAMES) -> None:
         options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", -1),
                                           ("grpc.max_send_message_length", -1),
                                           # pings find a vanished agent under an idle open transaction
@@ -114,7 +115,7 @@ class AgentClient:
         if tls_server_name:
             options.append(("grpc.ssl_target_name_override", tls_server_name))
         if tls_ca is not None or tls_cert is not None or tls_key is not None:
-            files = load_client_tls(tls_ca, tls_cert, tls_key)
+            files = load_client_tls(tls_ca, tls_cert, tls_key, names=tls_names)
             credentials = grpc.ssl_channel_credentials(root_certificates=files.root_certificates,
                                                        private_key=files.private_key,
                                                        certificate_chain=files.certificate_chain)
