@@ -21,7 +21,8 @@ from .channel import Event, FileChannel, tools
 from .channel.config import ChannelConfig
 from .channel.tools import render
 from .channel.tools.common import PhaseProgress
-from .errors import IngestError
+from .channel_conf import DEFAULT_AGENT_CONF, find_channel
+from .errors import ConfigError, IngestError
 from .settings import load_channel_settings
 
 __all__ = ["main"]
@@ -123,11 +124,15 @@ def channel_group() -> None:
 
 def _channel_options(command: F) -> F:
     options = [
-        click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="The channel's checkpoint_dir."),
-        click.option("--data-dir", "data_dirs", multiple=True, type=click.Path(file_okay=False),
-                     help="A data directory of the channel; repeat for each one."),
         click.option("--conf", "conf_path", type=click.Path(dir_okay=False, path_type=Path),
-                     help="Take the directories from these channel settings (TOML) instead."),
+                     help="Where the channel is described: an agent configuration (its [channels.<name>] tables; "
+                          "default conf/agent.toml) or a channel settings file ([channel]); INGEST_* overrides "
+                          "apply as for the agent."),
+        click.option("--channel", "channel_name", help="The channel's name in the agent configuration (needed when "
+                                                       "it has more than one)."),
+        click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="Or the channel's checkpoint_dir..."),
+        click.option("--data-dir", "data_dirs", multiple=True, type=click.Path(file_okay=False),
+                     help="...and each of its data directories (repeat the option)."),
         click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON document."),
     ]
     for option in reversed(options):
@@ -135,14 +140,26 @@ def _channel_options(command: F) -> F:
     return command
 
 
-def _directories(checkpoint_dir: str | None, data_dirs: tuple[str, ...],
-                 conf_path: Path | None) -> tuple[str, list[str]]:
-    settings = load_channel_settings(conf_path) if conf_path else {}
-    checkpoint_dir = checkpoint_dir or settings.get("checkpoint_dir")
-    dirs = list(data_dirs) or list(settings.get("data_dirs") or [])
-    if not checkpoint_dir or not dirs:
-        raise click.UsageError("give the channel's directories: --checkpoint-dir and --data-dir, or --conf")
-    return str(checkpoint_dir), [str(d) for d in dirs]
+def _directories(checkpoint_dir: str | None, data_dirs: tuple[str, ...], conf_path: Path | None,
+                 channel: str | None) -> tuple[str, list[str]]:
+    """The channel's directories from ``--checkpoint-dir``/``--data-dir``, or by name from
+    ``--conf`` (default ``conf/agent.toml``); errors name what the user gave."""
+    if checkpoint_dir or data_dirs:
+        if conf_path or channel:
+            raise click.UsageError("give the channel either as --conf/--channel or as --checkpoint-dir/--data-dir")
+        if not checkpoint_dir or not data_dirs:
+            raise click.UsageError("give both --checkpoint-dir and --data-dir (once per data directory)")
+        return checkpoint_dir, list(data_dirs)
+    conf = conf_path or DEFAULT_AGENT_CONF
+    if conf_path is None and not conf.exists():
+        raise click.UsageError(f"no channel given and the default --conf {conf} does not exist: give --conf (an "
+                               "agent configuration or a channel settings file) or --checkpoint-dir/--data-dir")
+    named = find_channel(conf, channel)
+    missing = next((d for d in named.directories if not os.path.isdir(d)), None)
+    if missing is not None:
+        raise ConfigError(f"{named.origin}: directory {missing} does not exist, so the channel was never created "
+                          "(it is when the agent first opens it)", key="checkpoint_dir")
+    return named.directories[0], named.directories[1:]
 
 
 def _tool_console() -> Console:
@@ -176,11 +193,11 @@ def _progress(enabled: bool) -> Iterator[PhaseProgress | None]:
 
 @channel_group.command("inspect")
 @_channel_options
-def channel_inspect(checkpoint_dir: str | None, data_dirs: tuple[str, ...], conf_path: Path | None,
-                    as_json: bool) -> None:
+def channel_inspect(conf_path: Path | None, channel_name: str | None, checkpoint_dir: str | None,
+                    data_dirs: tuple[str, ...], as_json: bool) -> None:
     """Show the channel's state from checkpoint.meta and its log files. Takes no lock: safe while
     the channel is in use."""
-    report = tools.inspect_channel(*_directories(checkpoint_dir, data_dirs, conf_path))
+    report = tools.inspect_channel(*_directories(checkpoint_dir, data_dirs, conf_path, channel_name))
     if as_json:
         _print_json(report.to_json())
     else:
@@ -189,12 +206,13 @@ def channel_inspect(checkpoint_dir: str | None, data_dirs: tuple[str, ...], conf
 
 @channel_group.command("verify")
 @_channel_options
-def channel_verify(checkpoint_dir: str | None, data_dirs: tuple[str, ...], conf_path: Path | None,
-                   as_json: bool) -> None:
+def channel_verify(conf_path: Path | None, channel_name: str | None, checkpoint_dir: str | None,
+                   data_dirs: tuple[str, ...], as_json: bool) -> None:
     """Check a stopped channel: reference counts, log files, checkpoint against a full replay,
     damaged records. Exit code 0 when healthy, 1 when anything was found."""
     with _progress(not as_json) as progress:
-        report = tools.verify_channel(*_directories(checkpoint_dir, data_dirs, conf_path), progress=progress)
+        report = tools.verify_channel(*_directories(checkpoint_dir, data_dirs, conf_path, channel_name),
+                                      progress=progress)
     if as_json:
         _print_json(report.to_json())
     else:
@@ -207,16 +225,16 @@ def channel_verify(checkpoint_dir: str | None, data_dirs: tuple[str, ...], conf_
 @_channel_options
 @click.option("--dry-run", is_flag=True, help="Report what would be repaired; change nothing.")
 @click.option("--yes", is_flag=True, help="Apply the repair (required unless --dry-run).")
-def channel_repair(checkpoint_dir: str | None, data_dirs: tuple[str, ...], conf_path: Path | None,
-                   as_json: bool, dry_run: bool, yes: bool) -> None:
+def channel_repair(conf_path: Path | None, channel_name: str | None, checkpoint_dir: str | None,
+                   data_dirs: tuple[str, ...], as_json: bool, dry_run: bool, yes: bool) -> None:
     """Quarantine damaged log records of a stopped channel behind NOOP frames (backups kept),
     drop the transactions that lost frames, and force a full replay on the next open."""
     if not dry_run and not yes:
         raise click.ClickException("repair rewrites log files: run it with --dry-run first to see what it "
                                    "would change, then with --yes to apply it")
     with _progress(not as_json) as progress:
-        report = tools.repair_channel(*_directories(checkpoint_dir, data_dirs, conf_path), dry_run=dry_run,
-                                      progress=progress)
+        report = tools.repair_channel(*_directories(checkpoint_dir, data_dirs, conf_path, channel_name),
+                                      dry_run=dry_run, progress=progress)
     if as_json:
         _print_json(report.to_json())
     else:

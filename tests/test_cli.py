@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from ingest_toolkit.channel import Event, FileChannel
 from ingest_toolkit.cli import main
 from ingest_toolkit.errors import ConfigError
 from ingest_toolkit.settings import load_channel_settings
@@ -57,3 +59,79 @@ def test_demo_reports_invalid_settings(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["demo", "--conf", str(conf), "--events", "10"])
     assert result.exit_code == 1
     assert "ConfigError" in result.output and "capacity" in result.output
+
+
+# -- operator tools find a channel by name in the agent configuration ------------------------------
+def _agent_conf(root: Path, *channels: str) -> Path:
+    conf = root / "conf" / "agent.toml"
+    conf.parent.mkdir(parents=True, exist_ok=True)
+    conf.write_text("[agent]\n" + "".join(
+        f'[channels.{c}]\ncheckpoint_dir = "{root / c / "cp"}"\ndata_dirs = ["{root / c / "d"}"]\n'
+        "min_free_bytes = 0\nmax_file_size = 1048576\nmax_event_size = 65536\n" for c in channels))
+    return conf
+
+
+def _fill(root: Path, name: str, events: int) -> None:
+    with FileChannel(checkpoint_dir=str(root / name / "cp"), data_dirs=[str(root / name / "d")], min_free_bytes=0,
+                     max_file_size=1 << 20, max_event_size=65536) as channel, channel.transaction() as tx:
+        tx.put_many([Event(b"x") for _ in range(events)])
+
+
+def test_channel_tools_find_a_channel_by_name_in_the_agent_configuration(tmp_path: Path) -> None:
+    conf = _agent_conf(tmp_path, "events", "audit")
+    _fill(tmp_path, "events", 7)
+    _fill(tmp_path, "audit", 3)
+    result = CliRunner().invoke(main, ["channel", "inspect", "--conf", str(conf), "--channel", "audit", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["checkpoint_dir"] == str(tmp_path / "audit" / "cp") and report["checkpoint"]["queue_size"] == 3
+    result = CliRunner().invoke(main, ["channel", "verify", "--conf", str(conf), "--channel", "events", "--json"])
+    assert result.exit_code == 0, result.output
+    verified = json.loads(result.output)
+    assert verified["ok"] and verified["queue_size"] == 7
+    assert verified["checkpoint_dir"] == str(tmp_path / "events" / "cp")
+    result = CliRunner().invoke(main, ["channel", "repair", "--conf", str(conf), "--channel", "events", "--dry-run",
+                                       "--json"])
+    assert result.exit_code == 0 and json.loads(result.output)["scanned_segments"] == 1, result.output
+
+
+def test_channel_tools_default_to_the_agent_configuration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _agent_conf(tmp_path, "events")
+    _fill(tmp_path, "events", 5)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INGEST_CHANNELS__EVENTS__CAPACITY", "5000")  # overrides apply as they do for the agent
+    result = CliRunner().invoke(main, ["channel", "inspect", "--channel", "events", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["checkpoint"]["queue_size"] == 5
+    result = CliRunner().invoke(main, ["channel", "verify", "--json"])  # its only channel
+    assert result.exit_code == 0, result.output
+
+
+def test_channel_tool_errors_name_what_the_user_passed(tmp_path: Path) -> None:
+    conf = _agent_conf(tmp_path, "events", "audit")
+    result = CliRunner().invoke(main, ["channel", "inspect", "--conf", str(conf), "--channel", "events"])
+    assert result.exit_code == 1
+    line = result.output.strip()
+    assert len(line.splitlines()) == 1, line
+    assert str(conf) in line and "[channels.events]" in line and "does not exist" in line
+    assert "--checkpoint-dir" not in line
+    result = CliRunner().invoke(main, ["channel", "inspect", "--conf", str(conf), "--channel", "nope"])
+    assert result.exit_code != 0 and "nope" in result.output and "audit" in result.output and "events" in result.output
+    result = CliRunner().invoke(main, ["channel", "inspect", "--conf", str(conf)])  # two channels: which one?
+    assert result.exit_code != 0 and "--channel" in result.output
+    missing = tmp_path / "missing.toml"
+    result = CliRunner().invoke(main, ["channel", "inspect", "--conf", str(missing), "--channel", "events"])
+    assert result.exit_code != 0 and str(missing) in result.output and "--checkpoint-dir" not in result.output
+
+
+def test_channel_tools_still_take_directories_or_a_channel_settings_file(tmp_path: Path) -> None:
+    conf = _conf(tmp_path)
+    FileChannel(**load_channel_settings(conf)).close()
+    result = CliRunner().invoke(main, ["channel", "inspect", "--conf", str(conf), "--json"])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["channel", "verify", "--checkpoint-dir", str(tmp_path / "cp"),
+                                       "--data-dir", str(tmp_path / "d1"), "--data-dir", str(tmp_path / "d2"), "--json"])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["channel", "inspect", "--checkpoint-dir", str(tmp_path / "nowhere"),
+                                       "--data-dir", str(tmp_path / "d1")])
+    assert result.exit_code == 1 and "--checkpoint-dir" in result.output
