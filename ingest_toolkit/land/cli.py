@@ -1,22 +1,27 @@
-"""``ingest-toolkit land``: land committed events of one channel as Parquet."""
+"""``ingest-toolkit land``: land committed events of one channel as Parquet.
+
+Where it takes from is :mod:`ingest_toolkit.land.route`'s decision: an agent given by
+``--agent``/``--ports-file``/``[landing] agent``; else the channel in-process when no process
+owns it; else the agent that owns it (announced on stderr). The run itself is
+:func:`~ingest_toolkit.land.run.land_channel`: an empty channel ends before Spark starts.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..errors import ConfigError
-from ..settings import load_channel_settings
-from .config import LandingConfig, agent_client, load_landing_config
-from .drain import land_until_empty
-from .landing import LandingResult, land_once
-from .source import InProcessSource, TakeSource
+from .config import LandingConfig, load_landing_config
+from .landing import LandingResult
+from .route import ports_file_address, resolve_route
+from .run import LandingRun, land_channel
 from .spark import spark_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["land_command"]
 
@@ -28,35 +33,67 @@ __all__ = ["land_command"]
               "channel to take from.")
 @click.option("--max-events", type=click.IntRange(min=1), help="Events per take (default: [landing] max_events).")
 @click.option("--channel-conf", type=click.Path(dir_okay=False, path_type=Path),
-              help="Open the channel in-process with the [channel] table of this TOML file.")
-@click.option("--agent", help="Take through this agent (host:port) instead; overrides [landing] agent.")
-@click.option("--drain", is_flag=True, help="Land batch after batch until the channel's backlog is empty "
-              "(two batches in flight: the next take overlaps the current Spark write).")
+              help="The channel's settings: a [channel] file, or an agent configuration naming it "
+                   "(default: [landing] channel_conf, else agent_conf).")
+@click.option("--agent", help="Take through this agent (host:port); overrides [landing] agent.")
+@click.option("--ports-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Take through the local agent whose ports file this is (host 127.0.0.1), like send's.")
+@click.option("--drain", is_flag=True, help="Land batch after batch until the channel's committed backlog is "
+              "zero (two batches in flight; see docs/landing.md for when it stops while producers add events).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON document.")
 def land_command(conf_path: Path, channel: str, max_events: int | None, channel_conf: Path | None,
-                 agent: str | None, drain: bool, as_json: bool) -> None:
+                 agent: str | None, ports_file: Path | None, drain: bool, as_json: bool) -> None:
     """Take committed events of CHANNEL in one transaction, write them as Parquet, commit the take
     (exactly once in the landed table, whatever crashes; see docs/landing.md)."""
+    if agent and ports_file:
+        raise click.UsageError("give --agent or --ports-file, not both")
     overrides: dict[str, Any] = {k: v for k, v in (("max_events", max_events), ("agent", agent)) if v is not None}
+    if ports_file is not None:
+        overrides["agent"] = ports_file_address(ports_file)
     if channel_conf is not None:
         overrides["channel_conf"] = str(channel_conf)
     config = load_landing_config(conf_path, **overrides)
-    with _source(config, channel) as source:
+    route = resolve_route(config, channel)
+    if route.notice:
+        click.echo(route.notice, err=True)
+    spark = _Spark(config)
+    try:
+        run = land_channel(route, spark.start, batches=None if drain else 1, overlap=drain)
+    finally:
+        spark.stop()
+    if as_json:
+        click.echo(json.dumps(_document(run, channel, config), indent=2))
+    elif not run.results:
+        click.echo(f"nothing to land: channel {channel!r} has no committed events ({route.description}); "
+                   "Spark was not started")
+    for result in [] if as_json else run.results:
+        _print_result(result)
+
+
+class _Spark:
+    """The command's session, started only when there is something to land; stopped at the end
+    unless this process already had one (a caller's session keeps running)."""
+
+    def __init__(self, config: LandingConfig) -> None:
+        self.config, self.owned = config, False
+        self.session: SparkSession | None = None
+
+    def start(self) -> SparkSession:
         from pyspark.sql import SparkSession
 
-        owned = SparkSession.getActiveSession() is None  # never stop a session this process already had
-        spark = spark_session(config.spark)
-        try:
-            results = land_until_empty(source, config, spark) if drain else [land_once(source, config, spark)]
-        finally:
-            if owned:
-                spark.stop()
-    if not as_json:
-        for result in results:
-            _print_result(result)
-    else:
-        click.echo(json.dumps({"format": "ingest-toolkit/land/1", "channel": channel, "root": config.root,
-                               "runs": [r.to_json() for r in results], "totals": _totals(results)}, indent=2))
+        self.owned = SparkSession.getActiveSession() is None
+        self.session = session = spark_session(self.config.spark)
+        return session
+
+    def stop(self) -> None:
+        if self.session is not None and self.owned:
+            self.session.stop()
+
+
+def _document(run: LandingRun, channel: str, config: LandingConfig) -> dict[str, Any]:
+    return {"format": "ingest-toolkit/land/1", "channel": channel, "root": config.root,
+            "source": run.route.description, "runs": [r.to_json() for r in run.results],
+            "totals": _totals(run)}
 
 
 def _print_result(r: LandingResult) -> None:
@@ -66,43 +103,9 @@ def _print_result(r: LandingResult) -> None:
                f"backlog {r.backlog_after:,}")
 
 
-def _totals(results: list[LandingResult]) -> dict[str, Any]:
+def _totals(run: LandingRun) -> dict[str, Any]:
     keys = ("events", "redelivered", "taken", "files", "bytes")
-    totals: dict[str, Any] = {k: sum(getattr(r, k) for r in results) for k in keys}
-    totals["duration_s"] = round(sum(r.duration_s for r in results), 3)
-    totals["backlog_after"] = results[-1].backlog_after if results else None
+    totals: dict[str, Any] = {k: sum(getattr(r, k) for r in run.results) for k in keys}
+    totals["duration_s"] = round(sum(r.duration_s for r in run.results), 3)
+    totals["backlog_after"] = run.backlog_after
     return totals
-
-
-@contextmanager
-def _source(config: LandingConfig, channel: str) -> Iterator[TakeSource]:
-    """The agent's gRPC take when ``agent`` is configured, else the channel opened in-process."""
-    if config.agent:
-        from ..rpc.client import RemoteSource
-
-        with agent_client(config) as client:
-            yield RemoteSource(client, channel, config.lease_seconds)
-        return
-    from ..channel import FileChannel
-
-    ch = FileChannel(**_channel_settings(config, channel))
-    try:
-        yield InProcessSource(ch, channel)
-    finally:
-        ch.close()
-
-
-def _channel_settings(config: LandingConfig, channel: str) -> dict[str, Any]:
-    if config.channel_conf:
-        return load_channel_settings(Path(config.channel_conf))
-    if config.agent_conf and Path(config.agent_conf).exists():
-        from ..collect.config import load_agent_config
-
-        channels = load_agent_config(config.agent_conf).channels
-        if channel not in channels:
-            raise ConfigError(f"{config.agent_conf} has no [channels.{channel}] table; name one of "
-                              f"{sorted(channels)} or give --channel-conf", key=f"channels.{channel}")
-        return channels[channel].model_dump()
-    raise ConfigError("no channel settings for an in-process landing: set [landing] channel_conf or agent_conf, "
-                      "give --channel-conf, or set [landing] agent to take through an agent",
-                      key="landing.channel_conf")

@@ -9,6 +9,14 @@ is the one of a single run. Two takes are open at once and their events are disj
 fails it rolls back alone (its events return to the head) and no further batch is started.
 Recovery of earlier runs happens once, before the first batch, never while a batch of this
 drain is writing.
+
+When to stop (:class:`_Progress`) is judged on the channel's *committed backlog* (events
+committed and in no open take) that each completed batch reports, never on one empty take: with
+two takes in flight, one may find the queue empty because the other holds every event, while
+producers commit more. The drain goes on while that backlog is above zero. Producers may keep
+adding events while it runs; so that it always ends, it also stops once the backlog has not
+reached a new low for ``STALLED_BATCHES`` batches in a row: it no longer gains on the producers,
+and what is left is what arrived during its last batches (the next run takes it).
 """
 
 from __future__ import annotations
@@ -30,26 +38,28 @@ __all__ = ["land_until_empty"]
 
 def land_until_empty(source: TakeSource, config: LandingConfig, spark: SparkSession, *,
                      max_runs: int | None = None, overlap: bool = True) -> list[LandingResult]:
-    """Run landing batches until a take comes back empty (or ``max_runs`` batches ran).
+    """Run landing batches until the committed backlog is zero (module docstring), or ``max_runs``
+    batches ran. Nothing is taken when the channel is empty at the start.
 
     Results are in completion order. The first failure (a LandingError) is raised after the
     batch in flight with it has finished; batches that completed before it stay landed.
     ``overlap=False`` runs the batches one after another in this thread.
     """
     _recover(source.name, config, spark)
+    progress = _Progress(max_runs, source.backlog())
     if not overlap:
-        return _sequential(source, config, spark, max_runs)
+        return _sequential(source, config, spark, progress)
     results: list[LandingResult] = []
     write_lock = threading.Lock()
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="land") as pool:
         pending: set[Future[LandingResult]] = set()
-        started, more, error = 0, True, None
-        while pending or (more and error is None):
-            while more and error is None and len(pending) < 2 and (max_runs is None or started < max_runs):
+        error: Exception | None = None
+        while True:
+            while error is None and len(pending) < 2 and progress.more():
                 pending.add(pool.submit(land_once, source, config, spark, recover=False, write_lock=write_lock))
-                started += 1
-            if max_runs is not None and started >= max_runs:
-                more = False
+                progress.started += 1
+            if not pending:
+                break
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
                 try:
@@ -58,10 +68,36 @@ def land_until_empty(source: TakeSource, config: LandingConfig, spark: SparkSess
                     error = error or err
                     continue
                 results.append(result)
-                more = more and result.taken > 0 and result.backlog_after > 0
+                progress.record(result)
     if error is not None:
         raise error
     return results
+
+
+STALLED_BATCHES = 2
+"""Batches in a row whose backlog is not a new low after which a drain stops (module docstring)."""
+
+
+class _Progress:
+    """Whether a drain starts another batch: batches left, and a committed backlog that is above
+    zero and still falling (module docstring). Updated as batches complete, in any order."""
+
+    def __init__(self, max_runs: int | None, backlog: int) -> None:
+        self.max_runs, self.started = max_runs, 0
+        self.backlog, self.lowest, self.stalled = backlog, backlog, 0
+
+    def more(self) -> bool:
+        runs_left = self.max_runs is None or self.started < self.max_runs
+        return runs_left and self.backlog > 0 and self.stalled < STALLED_BATCHES
+
+    def record(self, result: LandingResult) -> None:
+        self.backlog = result.backlog_after
+        if self.backlog == 0:
+            return  # nothing now; a batch still in flight may report events committed since
+        if self.backlog < self.lowest:
+            self.lowest, self.stalled = self.backlog, 0
+        else:
+            self.stalled += 1
 
 
 def _recover(channel: str, config: LandingConfig, spark: SparkSession) -> None:
@@ -72,10 +108,10 @@ def _recover(channel: str, config: LandingConfig, spark: SparkSession) -> None:
 
 
 def _sequential(source: TakeSource, config: LandingConfig, spark: SparkSession,
-                max_runs: int | None) -> list[LandingResult]:
+                progress: _Progress) -> list[LandingResult]:
     results: list[LandingResult] = []
-    while max_runs is None or len(results) < max_runs:
+    while progress.more():
+        progress.started += 1
         results.append(land_once(source, config, spark, recover=False))
-        if results[-1].taken == 0 or results[-1].backlog_after == 0:
-            break
+        progress.record(results[-1])
     return results

@@ -7,6 +7,7 @@ Server side: :class:`AgentService` (given the channels and a put handler) and
 
 from __future__ import annotations
 
+from ._fork import FORK_HANDLERS_OFF  # before anything imports grpc (see _fork)
 from .client import AgentClient, PutAck, RemoteSource, RemoteTake
 from .errors import (
     AgentUnavailableError,
@@ -27,6 +28,7 @@ __all__ = [
     "AgentService",
     "AgentUnavailableError",
     "AuthenticationError",
+    "FORK_HANDLERS_OFF",
     "InvalidRequestError",
     "LeaseExpiredError",
     "PutAck",

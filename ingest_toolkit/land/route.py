@@ -1,0 +1,185 @@
+"""Where a landing takes from: the channel opened in-process, or the agent that owns it.
+
+:func:`resolve_route` decides, in this order:
+
+1. An agent address is configured (``[landing] agent``, ``INGEST_LANDING__AGENT``, ``--agent``,
+   ``--ports-file``): take through it (leased remote takes).
+2. Otherwise the channel's settings are looked up (``[landing] channel_conf``, or the
+   ``[channels.<name>]`` table of ``[landing] agent_conf``). When no process holds the channel's
+   lock, the landing opens it in-process.
+3. When a live process holds it, the landing takes through the agent that owns it: the agent
+   configuration naming the channel gives the agent's ports file (``[agent] ports_file``, which a
+   running agent writes), and the endpoint is used only if the record holds up:
+
+   * the ports file names the very process that holds the channel's lock (the kernel's lock
+     table says who that is, not a file);
+   * the file belongs to the current user or to that process's user and is writable by no one
+     else (so another local user cannot plant it);
+   * only the *port* comes from the file: the host is the configuration's ``[agent.grpc] host``
+     (127.0.0.1 for a wildcard address), and the connection uses the TLS and token settings of
+     the landing configuration, else those of the agent configuration (its token variable; its
+     own certificate as the trusted CA of a self-signed setup).
+
+   The route carries a one-line notice naming the agent, its pid, the endpoint and the file it
+   came from; the CLI prints it and the Dagster asset logs it.
+
+Anything else (an owner that is not an agent this configuration describes, a missing or
+untrustworthy ports file) is a ConfigError that names the fix: give ``--agent host:port`` or
+``--ports-file``, or set ``[landing] agent``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..channel.lock import lock_holder
+from ..channel_conf import NamedChannel, find_channel
+from ..errors import ConfigError
+from .config import LandingConfig
+
+if TYPE_CHECKING:
+    from ..collect.config import AgentConfig
+
+__all__ = ["Route", "ports_file_address", "resolve_route"]
+
+_WILDCARD = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1", "[::]": "::1"}
+_FIX = "give --agent host:port or --ports-file, or set [landing] agent (INGEST_LANDING__AGENT)"
+
+
+@dataclass(frozen=True)
+class Route:
+    """How one landing reaches channel ``channel``. ``settings`` (ChannelConfig fields) for an
+    in-process route, else None and ``config.agent`` is the agent to take through."""
+
+    channel: str
+    config: LandingConfig
+    settings: dict[str, Any] | None
+    description: str  # "in-process (conf/agent.toml [channels.events])", "agent 127.0.0.1:7431 (...)"
+    notice: str | None = None  # tell the user: an endpoint that was discovered, not configured
+
+    @property
+    def remote(self) -> bool:
+        return self.settings is None
+
+
+def resolve_route(config: LandingConfig, channel: str, named: NamedChannel | None = None) -> Route:
+    """The route of a landing of ``channel`` (module docstring). ``named``: the channel's settings
+    when the caller has them (the Dagster definitions), else they are looked up from ``config``."""
+    if config.agent:
+        return Route(channel, config, None, f"agent {config.agent}")
+    named = named or _named_channel(config, channel)
+    owner = lock_holder(str(named.settings["checkpoint_dir"]))
+    if owner is None:
+        return Route(channel, config, named.settings, f"in-process ({named.origin})")
+    return _through_owner(config, channel, named, owner)
+
+
+def _named_channel(config: LandingConfig, channel: str) -> NamedChannel:
+    if config.channel_conf:
+        return find_channel(Path(config.channel_conf), channel)
+    if config.agent_conf and Path(config.agent_conf).exists():
+        return find_channel(Path(config.agent_conf), channel)
+    raise ConfigError("no channel settings for the landing: set [landing] agent_conf (the agent configuration "
+                      "naming the channel) or channel_conf, give --channel-conf, or set [landing] agent to take "
+                      "through an agent", key="landing.agent_conf")
+
+
+def _through_owner(config: LandingConfig, channel: str, named: NamedChannel, owner: int) -> Route:
+    owned = f"channel {channel!r} ({named.origin}) is owned by process {owner}"
+    agent_conf = named.agent_conf or (Path(config.agent_conf) if config.agent_conf else None)
+    if agent_conf is None or not agent_conf.exists():
+        raise ConfigError(f"{owned}, and no agent configuration names it to find that agent's endpoint: {_FIX}",
+                          key="landing.agent")
+    from ..collect.config import load_agent_config
+
+    agent = load_agent_config(agent_conf)
+    spec = agent.channels.get(channel)
+    if spec is None or not _same_dir(spec.checkpoint_dir, str(named.settings["checkpoint_dir"])):
+        raise ConfigError(f"{owned}, which {agent_conf} does not describe as [channels.{channel}]: {_FIX}",
+                          key="landing.agent")
+    ports_path = agent.agent.ports_path
+    port = _owner_port(ports_path, owner, owned)
+    address = _address(agent.agent.grpc.host, port)
+    routed = config.model_copy(update={"agent": address, **_security(config, agent)})
+    tls = " over TLS" if routed.agent_tls_ca or routed.agent_tls_cert else ""
+    notice = (f"channel {channel!r} is owned by agent {agent.agent.name!r} (pid {owner}): landing through its "
+              f"gRPC endpoint {address}{tls} (port from {ports_path})")
+    return Route(channel, routed, None, f"agent {address} (pid {owner}, {ports_path})", notice)
+
+
+def _same_dir(a: str, b: str) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _owner_port(path: Path, owner: int, owned: str) -> int:
+    """The gRPC port of ``path`` after the trust checks of the module docstring."""
+    try:
+        st = os.stat(path)
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{owned}, but the agent's ports file {path} does not exist: {_FIX}",
+                          key="agent.ports_file") from None
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{owned}, but its ports file {path} is unreadable ({err}): {_FIX}",
+                          key="agent.ports_file") from None
+    problem = _untrusted(st, owner) or _record_problem(record, owner)
+    if problem:
+        raise ConfigError(f"{owned}, but its ports file {path} {problem}: {_FIX}", key="agent.ports_file")
+    return int(record["grpc"])
+
+
+def _untrusted(st: os.stat_result, owner: int) -> str | None:
+    if st.st_mode & 0o022:
+        return "is writable by other users (chmod go-w it)"
+    users = {os.getuid(), _uid_of(owner)}
+    if st.st_uid not in users:
+        return f"belongs to uid {st.st_uid}, neither this user nor the agent's"
+    return None
+
+
+def _record_problem(record: Any, owner: int) -> str | None:
+    if not isinstance(record, dict):
+        return "is not an agent's ports file"
+    if record.get("pid") != owner:
+        return f"names pid {record.get('pid')}, not {owner} (a stale file, or another agent)"
+    if not isinstance(record.get("grpc"), int):
+        return "has no gRPC port (the agent's [agent.grpc] endpoint is disabled)"
+    return None
+
+
+def _uid_of(pid: int) -> int:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return os.getuid()
+
+
+def _address(host: str, port: int) -> str:
+    host = _WILDCARD.get(host, host)
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
+def _security(config: LandingConfig, agent: AgentConfig) -> dict[str, Any]:
+    """TLS and token settings for a discovered agent: the landing's own, else the agent's."""
+    security = agent.agent.security
+    updates: dict[str, Any] = {}
+    if config.agent_token_env is None and security.token_env:
+        updates["agent_token_env"] = security.token_env
+    if security.tls is not None and config.agent_tls_ca is None:
+        updates["agent_tls_ca"] = str(security.tls.cert_file)  # a self-signed agent certificate
+    return updates
+
+
+def ports_file_address(path: Path) -> str:
+    """``127.0.0.1:<grpc port>`` from an agent's ports file (``land --ports-file``, like ``send``)."""
+    try:
+        port = json.loads(path.read_text())["grpc"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ConfigError(f"--ports-file {path}: cannot read the gRPC port ({err})", key="ports_file") from None
+    if not isinstance(port, int):
+        raise ConfigError(f"--ports-file {path}: the agent has no gRPC endpoint", key="ports_file")
+    return f"127.0.0.1:{port}"

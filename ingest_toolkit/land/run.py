@@ -1,0 +1,110 @@
+"""A landing of one channel as ``ingest-toolkit land`` and the Dagster landing asset run it.
+
+1. The route (:func:`~ingest_toolkit.land.route.resolve_route`): in-process, or through the
+   agent that owns the channel.
+2. The committed backlog is read first; when it is zero the run ends there, without starting
+   Spark (a session costs 5-15 s to start).
+3. Spark starts *before* this process opens the gRPC channel its takes use: PySpark forks to
+   exec the JVM, and a fork while gRPC is active killed 3 launches in 100 (see
+   :mod:`ingest_toolkit.rpc._fork`). The backlog of a remote channel is read over gRPC before
+   Spark only where gRPC's fork handlers are off (``FORK_HANDLERS_OFF``: the toolkit set
+   ``GRPC_ENABLE_FORK_SUPPORT=false`` before gRPC was imported); elsewhere Spark starts first and
+   an empty remote channel costs that start.
+4. The batches: one take transaction (``batches=1``), up to N, or until the channel is drained
+   (``batches=None``: :func:`~ingest_toolkit.land.drain.land_until_empty`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..errors import ChannelLockedError, ConfigError
+from .config import agent_client
+from .drain import land_until_empty
+from .landing import LandingResult
+from .route import Route
+from .source import InProcessSource, TakeSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["LandingRun", "land_channel"]
+
+
+@dataclass(frozen=True)
+class LandingRun:
+    """What one landing did: its route, the committed backlog it found, its batches (none when
+    the channel was empty; Spark was then not started)."""
+
+    route: Route
+    backlog_before: int | None  # None: not read before Spark started (see step 3)
+    results: list[LandingResult] = field(default_factory=list)
+
+    @property
+    def spark_started(self) -> bool:
+        return bool(self.results)
+
+    @property
+    def backlog_after(self) -> int:
+        return self.results[-1].backlog_after if self.results else (self.backlog_before or 0)
+
+
+def land_channel(route: Route, start_spark: Callable[[], SparkSession], *, batches: int | None = 1,
+                 overlap: bool = False, token: str | None = None) -> LandingRun:
+    """Land channel ``route.channel`` (module docstring). ``batches``: take transactions at most
+    (None: until drained); ``overlap``: two batches in flight; ``token``: the agent's bearer token
+    (default: the variable ``[landing] agent_token_env`` names). Raises LandingError or
+    ConfigError; batches that completed before a failure stay landed."""
+    if not route.remote:
+        with _in_process(route) as source:
+            backlog = source.backlog()
+            if backlog == 0:
+                return LandingRun(route, 0)
+            return LandingRun(route, backlog, _batches(route, source, start_spark(), batches, overlap))
+    return _land_remote(route, start_spark, batches, overlap, token)
+
+
+def _land_remote(route: Route, start_spark: Callable[[], SparkSession], batches: int | None, overlap: bool,
+                 token: str | None) -> LandingRun:
+    from ..rpc import FORK_HANDLERS_OFF
+    from ..rpc.client import RemoteSource
+
+    backlog = _remote_backlog(route, token) if FORK_HANDLERS_OFF else None
+    if backlog == 0:
+        return LandingRun(route, 0)
+    spark = start_spark()  # before this process's gRPC channel for the takes (step 3)
+    with agent_client(route.config, token=token) as client:
+        source = RemoteSource(client, route.channel, route.config.lease_seconds)
+        return LandingRun(route, backlog, _batches(route, source, spark, batches, overlap))
+
+
+def _batches(route: Route, source: TakeSource, spark: SparkSession, batches: int | None,
+             overlap: bool) -> list[LandingResult]:
+    return land_until_empty(source, route.config, spark, max_runs=batches, overlap=overlap and batches != 1)
+
+
+def _remote_backlog(route: Route, token: str | None) -> int:
+    from ..rpc.client import RemoteSource
+
+    with agent_client(route.config, token=token) as client:
+        return RemoteSource(client, route.channel).backlog()
+
+
+@contextmanager
+def _in_process(route: Route) -> Iterator[InProcessSource]:
+    from ..channel import FileChannel
+
+    assert route.settings is not None
+    try:
+        channel = FileChannel(**route.settings)
+    except ChannelLockedError as err:  # taken between the route's look at the lock and now
+        raise ConfigError(f"channel {route.channel!r} was opened by another process ({err.holder}) while this "
+                          "landing started; run it again to land through that process's agent",
+                          key="landing.agent") from err
+    try:
+        yield InProcessSource(channel, route.channel)
+    finally:
+        channel.close()
