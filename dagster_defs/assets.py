@@ -69,39 +69,45 @@ def build_landing_asset(spec: ChannelSpec, settings: OrchestrationSettings) -> d
                           "them as Parquet (partitioned by event date/hour), exactly once.")
     def landed(context: dg.AssetExecutionContext, config: LandingRunConfig, landing: LandingResource,
                spark: SparkResource) -> dg.MaterializeResult:
-        from ingest_toolkit.land import land_once
+        from ingest_toolkit.land.run import land_channel
 
         pool_meta = _pool_metadata(context, pool, f"two landing runs of channel {spec.name} may run at once "
                                                   "(the landed table stays exactly-once; the runs compete)")
         landing_config = landing.config()
-        batches = config.batches or settings.batches_per_run
+        route = landing.route(spec, landing_config)
+        if route.notice:
+            context.log.info(route.notice)
         started = time.monotonic()
-        results = []
-        with landing.source(spec, landing_config) as source:
-            for _ in range(batches):
-                result = land_once(source, landing_config, spark.session())
-                results.append(result)
-                context.log.info(f"took {result.taken} events of channel {spec.name}, landed {result.events} in "
-                                 f"{result.files} files (batch {result.batch_id}, {result.redelivered} already "
-                                 f"landed), backlog after: {result.backlog_after}")
-                if result.taken == 0 or result.backlog_after == 0:
-                    break
-        last = results[-1]
-        # Every hour the taken events are in, those of batches an earlier run landed (redelivered)
-        # included: the curated sensor reads them from this metadata.
-        partitions = sorted({p for r in results for p in r.partitions})
-        return dg.MaterializeResult(metadata={
-            "events": sum(r.events for r in results), "taken": sum(r.taken for r in results),
-            "bytes": sum(r.bytes for r in results),
-            "files": sum(r.files for r in results), "batch_id": last.batch_id or "",
-            "batch_ids": [r.batch_id for r in results if r.batch_id],
-            "take_transactions": len(results), "redelivered": sum(r.redelivered for r in results),
-            "duration_s": round(time.monotonic() - started, 3), "backlog_after": last.backlog_after,
-            "source": "agent " + landing_config.agent if landing_config.agent else "in-process",
-            "root": dg.MetadataValue.path(f"{landing_config.root}/{spec.name}"),
-            "manifest": str(last.manifest_uri or ""), "partitions": partitions, **pool_meta})
+        run = land_channel(route, spark.session, batches=config.batches or settings.batches_per_run,
+                           token=landing.token(route.config))
+        for result in run.results:
+            context.log.info(f"took {result.taken} events of channel {spec.name}, landed {result.events} in "
+                             f"{result.files} files (batch {result.batch_id}, {result.redelivered} already "
+                             f"landed), backlog after: {result.backlog_after}")
+        if not run.results:
+            context.log.info(f"channel {spec.name} has no committed events ({route.description}): nothing to "
+                             "land, Spark was not started")
+        return dg.MaterializeResult(metadata={**_landing_metadata(run, landing_config.root, spec.name),
+                                              "duration_s": round(time.monotonic() - started, 3), **pool_meta})
 
     return landed
+
+
+def _landing_metadata(run: Any, root: str, channel: str) -> dict[str, Any]:
+    """The landing asset's metadata of a :class:`~ingest_toolkit.land.run.LandingRun`."""
+    results = run.results
+    # Every hour the taken events are in, those of batches an earlier run landed (redelivered)
+    # included: the curated sensor reads them from this metadata.
+    partitions = sorted({p for r in results for p in r.partitions})
+    last = results[-1] if results else None
+    return {
+        "events": sum(r.events for r in results), "taken": sum(r.taken for r in results),
+        "bytes": sum(r.bytes for r in results), "files": sum(r.files for r in results),
+        "batch_id": (last.batch_id if last else None) or "", "batch_ids": [r.batch_id for r in results if r.batch_id],
+        "take_transactions": len(results), "redelivered": sum(r.redelivered for r in results),
+        "backlog_after": run.backlog_after, "source": run.route.description, "spark_started": run.spark_started,
+        "root": dg.MetadataValue.path(f"{root}/{channel}"),
+        "manifest": str((last.manifest_uri if last else None) or ""), "partitions": partitions}
 
 
 def hourly_partitions(settings: OrchestrationSettings) -> dg.HourlyPartitionsDefinition:

@@ -23,5 +23,5 @@ def load_channel_specs(agent_conf: str | Path) -> list[ChannelSpec]:
     config = load_agent_config(agent_conf)
     return [ChannelSpec(name=name, checkpoint_dir=channel.checkpoint_dir, data_dirs=tuple(channel.data_dirs),
                         capacity=channel.capacity, checkpoint_interval=channel.checkpoint_interval,
-                        settings=channel.model_dump())
+                        settings=channel.model_dump(), agent_conf=str(agent_conf))
             for name, channel in config.channels.items()]

@@ -1,8 +1,9 @@
 """Dagster resources wrapping the toolkit, configured from ``conf/`` and the environment.
 
 * :class:`LandingResource`: the landing settings (``conf/landing.toml``: root, batch size,
-  agent address) and how to reach a channel: in-process when ``landing.agent`` is unset,
-  through the agent's gRPC API (a leased remote take) when it is set.
+  agent address) and how to reach a channel (:mod:`ingest_toolkit.land.route`): through the
+  configured agent when ``landing.agent`` is set; else in-process when no process owns the
+  channel; else through the agent that owns it (its endpoint found from the agent configuration).
 * :class:`SparkResource`: one Spark session per run process, started on first use and stopped
   at teardown. A session that already exists in the process (a test fixture, the demo) is
   reused and left running.
@@ -27,8 +28,7 @@ When each is read:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from ingest_toolkit.land.config import LandingConfig
-    from ingest_toolkit.land.source import TakeSource
+    from ingest_toolkit.land.route import Route
 
 __all__ = ["CuratedResource", "LandingResource", "SparkResource", "env_or"]
 
@@ -72,54 +72,38 @@ class LandingResource(dg.ConfigurableResource):
         overrides = {k: v for k, v in (("root", self.root), ("agent", self.agent)) if v}
         return load_landing_config(self.landing_conf, **overrides)
 
-    @contextmanager
-    def source(self, spec: ChannelSpec, config: LandingConfig) -> Iterator[TakeSource]:
-        """The channel as a take source, for the duration of the block.
+    def route(self, spec: ChannelSpec, config: LandingConfig) -> Route:
+        """How a run reaches the channel: the configured agent; else in-process when no process
+        owns it; else the agent that owns it. A channel owned by a process whose endpoint cannot
+        be found (or trusted) is a ConfigError naming the fix."""
+        from ingest_toolkit.channel_conf import NamedChannel
+        from ingest_toolkit.land.route import resolve_route
 
-        Remote (``config.agent`` set): a leased take through the agent. In-process: the channel
-        is opened here (taking its lock; an agent holding it makes this fail with a message
-        naming the fix) and closed at the end, which writes a checkpoint.
-        """
-        if config.agent:
-            with self._remote(spec, config) as remote:
-                yield remote
-            return
-        from ingest_toolkit.channel import FileChannel
-        from ingest_toolkit.errors import ChannelLockedError
-        from ingest_toolkit.land.source import InProcessSource
+        origin = f"{spec.agent_conf or 'the agent configuration'} [channels.{spec.name}]"
+        named = NamedChannel(spec.settings, origin, Path(spec.agent_conf) if spec.agent_conf else None)
+        return resolve_route(config, spec.name, named)
 
-        try:
-            channel = FileChannel(**spec.settings)
-        except ChannelLockedError as err:
-            raise ConfigError(f"channel {spec.name} is owned by another process ({err.holder}): set [landing] "
-                              "agent (or INGEST_LANDING__AGENT) to take through the agent's gRPC API",
-                              key="landing.agent") from err
-        try:
-            yield InProcessSource(channel, spec.name)
-        finally:
-            channel.close()
-
-    def agent_status(self, channel: str, config: LandingConfig) -> dict[str, Any]:
-        """The agent's status of ``channel`` (checkpoint.meta plus live counters)."""
+    def agent_status(self, spec: ChannelSpec, config: LandingConfig) -> dict[str, Any] | None:
+        """The channel's live status from the agent the landing takes through (configured, or the
+        channel's owner); None when a landing would open the channel in-process or the owner's
+        endpoint is unknown (callers then read ``checkpoint.meta``)."""
         from ingest_toolkit.land.config import agent_client
 
-        with agent_client(config, token=self._token(config)) as client:
-            return client.status(channel)
+        try:
+            route = self.route(spec, config)
+        except ConfigError:
+            return None
+        if not route.remote:
+            return None
+        with agent_client(route.config, token=self.token(route.config)) as client:
+            return client.status(spec.name)
 
-    def _token(self, config: LandingConfig) -> str | None:
-        """The resource's token, else the variable ``[landing] agent_token_env`` names, else
-        ``INGEST_AGENT_TOKEN``, read now (run time)."""
+    def token(self, config: LandingConfig) -> str | None:
+        """The resource's token, else the variable ``[landing] agent_token_env`` names (or the
+        owner agent's ``token_env``), else ``INGEST_AGENT_TOKEN``, read now (run time)."""
         if self.agent_token is None:
             return os.environ.get(config.agent_token_env or "INGEST_AGENT_TOKEN")
         return self.agent_token
-
-    @contextmanager
-    def _remote(self, spec: ChannelSpec, config: LandingConfig) -> Iterator[TakeSource]:
-        from ingest_toolkit.land.config import agent_client
-        from ingest_toolkit.rpc.client import RemoteSource
-
-        with agent_client(config, token=self._token(config)) as client:  # token, TLS and client certificate
-            yield RemoteSource(client, spec.name, config.lease_seconds)
 
 
 class SparkResource(dg.ConfigurableResource):

@@ -19,8 +19,12 @@ minus events in open takes) reaches ``sensor_min_backlog``, or when the oldest o
   job, the asset page, a backfill: whatever the job), the sensor skips: that run takes this
   backlog (the concurrency pool would only make another wait, then find little to do).
 
-A failed landing leaves the state unchanged, so the sensor does not retry it on its own; new
-puts (a new state) or the drain schedule do.
+A landing run that *failed* leaves the state unchanged. The sensor does not forget it: when it
+sees the state it requested again, it looks up that run (by its run key) and, if it failed,
+requests the state again with the key ``<key>-retry<n>`` and the tag ``ingest/retry-of`` (the
+failed run), at most ``sensor_max_retries`` times, one per evaluation. After that, or for a
+canceled run, it skips with a reason that names the run and its error, until the channel
+changes (new events, a take) or the drain schedule runs.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ class SensorCursor:
     channel_id: str | None = None
     requested: ChannelState | None = None
     requested_run_key: str | None = None
+    retries: int = 0  # runs requested again for ``requested`` after a failure
 
     @classmethod
     def parse(cls, text: str | None) -> SensorCursor:
@@ -74,14 +79,16 @@ class SensorCursor:
             doc = json.loads(text) if text else {}
             requested = doc.get("requested")
             return cls(int(doc.get("checkpoint_id", 0)), doc.get("channel_id"),
-                       ChannelState(**requested) if requested else None, doc.get("requested_run_key"))
+                       ChannelState(**requested) if requested else None, doc.get("requested_run_key"),
+                       int(doc.get("retries", 0)))
         except (ValueError, TypeError, AttributeError):
             return cls()
 
     def dumps(self) -> str:
         requested = None if self.requested is None else asdict(self.requested)
         return json.dumps({"checkpoint_id": self.checkpoint_id, "channel_id": self.channel_id,
-                           "requested": requested, "requested_run_key": self.requested_run_key}, sort_keys=True)
+                           "requested": requested, "requested_run_key": self.requested_run_key,
+                           "retries": self.retries}, sort_keys=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +99,9 @@ class Decision:
     reason: str
     run_key: str | None = None
     state: ChannelState | None = None
+    repeat: bool = False  # the state a run was already requested for (see _after_repeat)
+    numbers: str = ""
+    retry_of: str | None = None  # the failed run this request retries
 
 
 def decide(channel: str, info: CheckpointInfo | None, settings: OrchestrationSettings,
@@ -113,8 +123,9 @@ def decide(channel: str, info: CheckpointInfo | None, settings: OrchestrationSet
     state = ChannelState.of(info)
     if state == cursor.requested:
         return Decision(False, f"channel {channel}: a landing run was already requested for this state (run key "
-                               f"{cursor.requested_run_key}); waiting for the channel to change: {numbers}")
-    return Decision(True, f"channel {channel}: {numbers}", state.run_key(channel), state)
+                               f"{cursor.requested_run_key}); waiting for the channel to change: {numbers}",
+                        cursor.requested_run_key, state, repeat=True, numbers=numbers)
+    return Decision(True, f"channel {channel}: {numbers}", state.run_key(channel), state, numbers=numbers)
 
 
 def build_landing_sensor(spec: ChannelSpec, settings: OrchestrationSettings,
@@ -134,7 +145,11 @@ def build_landing_sensor(spec: ChannelSpec, settings: OrchestrationSettings,
         cursor = SensorCursor.parse(context.cursor)
         decision = decide(spec.name, info, settings, cursor=cursor)
         seen = SensorCursor(info.checkpoint_id if info else cursor.checkpoint_id,
-                            info.channel_id if info else cursor.channel_id, cursor.requested, cursor.requested_run_key)
+                            info.channel_id if info else cursor.channel_id, cursor.requested, cursor.requested_run_key,
+                            cursor.retries)
+        retry = decision.repeat and _after_repeat(context, spec.name, settings, cursor, decision)
+        if retry:
+            decision = retry
         busy = decision.run and landing_in_progress(context, job.name, landed_key(spec.name))
         if busy:
             decision = Decision(False, f"{decision.reason}; landing run {busy} of this channel is already queued or "
@@ -142,12 +157,72 @@ def build_landing_sensor(spec: ChannelSpec, settings: OrchestrationSettings,
         if not decision.run:
             return dg.SensorResult(skip_reason=decision.reason, cursor=seen.dumps())
         context.log.info(decision.reason)
-        request = dg.RunRequest(run_key=decision.run_key, tags={"ingest/channel": spec.name,
-                                                                 "ingest/trigger": "backlog"})
-        requested = SensorCursor(seen.checkpoint_id, seen.channel_id, decision.state, decision.run_key)
+        tags = {"ingest/channel": spec.name, "ingest/trigger": "retry" if decision.retry_of else "backlog"}
+        if decision.retry_of:
+            tags["ingest/retry-of"] = decision.retry_of
+        request = dg.RunRequest(run_key=decision.run_key, tags=tags)
+        requested = SensorCursor(seen.checkpoint_id, seen.channel_id, decision.state, decision.run_key,
+                                 seen.retries + 1 if decision.retry_of else 0)
         return dg.SensorResult(run_requests=[request], cursor=requested.dumps())
 
     return landing_sensor
+
+
+RUN_KEY_TAG = "dagster/run_key"  # the tag Dagster gives a sensor's run (dagster._core.storage.tags)
+
+
+def _after_repeat(context: dg.SensorEvaluationContext, channel: str, settings: OrchestrationSettings,
+                  cursor: SensorCursor, decision: Decision) -> Decision | None:
+    """For a state already requested: a retry when its run failed (retries left), or a skip that
+    says how that run ended; None (keep ``decision``) when the run is unknown, queued or running."""
+    run = _run_of(context, cursor.requested_run_key)
+    if run is None or run.status not in (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED,
+                                         dg.DagsterRunStatus.SUCCESS):
+        return None
+    wait = f"waiting for the channel to change (new events or a take) or the drain schedule: {decision.numbers}"
+    if run.status == dg.DagsterRunStatus.SUCCESS:
+        return Decision(False, f"channel {channel}: landing run {run.run_id} of this state succeeded; {wait}")
+    if run.status == dg.DagsterRunStatus.CANCELED:
+        return Decision(False, f"channel {channel}: landing run {run.run_id} was canceled, so it is not retried; "
+                               f"{wait}")
+    failure = run_failure(context.instance, run.run_id)
+    limit = settings.sensor_max_retries
+    if cursor.retries >= limit:
+        return Decision(False, f"channel {channel}: landing run {run.run_id} failed ({failure}) after {cursor.retries} "
+                               f"retries of this state (sensor_max_retries = {limit}); {wait}")
+    assert decision.state is not None
+    key = f"{decision.state.run_key(channel)}-retry{cursor.retries + 1}"
+    return Decision(True, f"channel {channel}: landing run {run.run_id} failed ({failure}); retry "
+                          f"{cursor.retries + 1} of {limit}: {decision.numbers}", key, decision.state,
+                    repeat=True, numbers=decision.numbers, retry_of=run.run_id)
+
+
+def _run_of(context: dg.SensorEvaluationContext, run_key: str | None) -> dg.DagsterRun | None:
+    """The newest run with ``run_key``; None without an instance (a unit test) or such a run."""
+    if run_key is None:
+        return None
+    try:
+        instance = context.instance
+    except dg.DagsterInvariantViolationError:
+        return None
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: run_key}), limit=1)
+    return runs[0] if runs else None
+
+
+def run_failure(instance: dg.DagsterInstance, run_id: str, limit: int = 300) -> str:
+    """One line: the innermost error of the run's first failed step, else its failure message."""
+    for kind in (dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RUN_FAILURE):
+        records = instance.get_records_for_run(run_id, of_type=kind, limit=1).records
+        event = records[0].event_log_entry.dagster_event if records else None
+        if event is None:
+            continue
+        error = getattr(event.event_specific_data, "error", None)
+        while error is not None and error.cause is not None:
+            error = error.cause
+        text = (error.message if error is not None else event.message) or ""
+        line = " ".join(text.strip().splitlines()[:1])
+        return line if len(line) <= limit else line[:limit - 3] + "..."
+    return "no failure event recorded"
 
 
 _ACTIVE = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING,

@@ -44,6 +44,7 @@ class ChannelSpec(BaseModel):
     capacity: int
     checkpoint_interval: float
     settings: dict[str, Any] = Field(default_factory=dict)  # every ChannelConfig field, to open it in-process
+    agent_conf: str | None = None  # the agent configuration naming it (finds the agent that owns it)
 
 
 class OrchestrationSettings(BaseModel):
@@ -57,6 +58,7 @@ class OrchestrationSettings(BaseModel):
     sensor_min_backlog: int = Field(10_000, ge=1)
     sensor_max_backlog_age_seconds: float = Field(300.0, gt=0)
     sensor_interval_seconds: int = Field(30, ge=5)
+    sensor_max_retries: int = Field(3, ge=0)  # a failed landing of a state is requested again this often
     # Schedule: drain every channel periodically, whatever the thresholds say.
     drain_cron: str = "*/30 * * * *"
     # Curated, hourly partitioned tables.

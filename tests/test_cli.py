@@ -129,8 +129,8 @@ def test_channel_tools_still_take_directories_or_a_channel_settings_file(tmp_pat
     FileChannel(**load_channel_settings(conf)).close()
     result = CliRunner().invoke(main, ["channel", "inspect", "--conf", str(conf), "--json"])
     assert result.exit_code == 0, result.output
-    result = CliRunner().invoke(main, ["channel", "verify", "--checkpoint-dir", str(tmp_path / "cp"),
-                                       "--data-dir", str(tmp_path / "d1"), "--data-dir", str(tmp_path / "d2"), "--json"])
+    result = CliRunner().invoke(main, ["channel", "verify", "--checkpoint-dir", str(tmp_path / "cp"), "--data-dir",
+                                       str(tmp_path / "d1"), "--data-dir", str(tmp_path / "d2"), "--json"])
     assert result.exit_code == 0, result.output
     result = CliRunner().invoke(main, ["channel", "inspect", "--checkpoint-dir", str(tmp_path / "nowhere"),
                                        "--data-dir", str(tmp_path / "d1")])

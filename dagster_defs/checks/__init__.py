@@ -58,7 +58,8 @@ def build_data_checks(spec: ChannelSpec, settings: OrchestrationSettings) -> lis
         totals = manifest_totals(config.root, spec.name)
         taken = None
         if settings.landing_only_taker:
-            taken = (taken_from_agent(landing.agent_status(spec.name, config)) if config.agent else
+            status = landing.agent_status(spec, config)
+            taken = (taken_from_agent(status) if status is not None else
                      taken_from_checkpoint(spec, totals.newest_commit_unix_ns, settings.checkpoint_wait_seconds))
         return check_reconcile(f"{config.root}/{spec.name}", totals, taken)
 

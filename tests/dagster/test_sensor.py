@@ -206,3 +206,58 @@ def _dt(seconds: float) -> object:
     import datetime
 
     return datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
+
+
+def test_sensor_retries_a_failed_landing_of_the_same_state_and_names_the_failure(tmp_path: Path) -> None:
+    """A landing run that failed is not forgotten: the same state is requested again (a new run
+    key per attempt, a bounded number of times), then the skip reason names the failure."""
+    setup = make_setup(tmp_path, sensor_min_backlog=10)
+    defs = build_definitions(setup.settings, [setup.spec])
+    job = defs.resolve_job_def(landing_job_name("events"))
+    channel = setup.open()
+    try:
+        fill(channel, events_at(20, 0))
+        channel.checkpoint()
+        (setup.conf / "landing.toml").unlink()  # every landing run fails, naming the missing file
+        with dg.instance_for_test() as instance:
+            cursor, keys, failed = None, [], []
+            for _attempt in range(4):  # the first run, then three retries
+                result = _evaluate(defs, "events", cursor, instance)
+                assert result.run_requests, result.skip_reason
+                (request,) = result.run_requests
+                assert request.tags.get("ingest/retry-of", "") == (failed[-1] if failed else "")
+                keys.append(request.run_key)
+                run = job.execute_in_process(instance=instance, raise_on_error=False,
+                                             tags={**request.tags, "dagster/run_key": request.run_key})
+                assert not run.success
+                failed.append(run.run_id)
+                cursor = result.cursor
+            assert len(set(keys)) == 4
+            done = _evaluate(defs, "events", cursor, instance)
+            assert not done.run_requests and done.skip_reason is not None
+            message = done.skip_reason.skip_message
+            assert f"landing run {failed[-1]} failed" in message and "landing.toml" in message
+            assert "3 retries" in message and "waiting for the channel to change" in message
+    finally:
+        channel.close()
+
+
+def test_sensor_does_not_retry_a_canceled_landing(tmp_path: Path) -> None:
+    setup = make_setup(tmp_path, sensor_min_backlog=10)
+    defs = build_definitions(setup.settings, [setup.spec])
+    job = defs.resolve_job_def(landing_job_name("events"))
+    channel = setup.open()
+    try:
+        fill(channel, events_at(20, 0))
+        channel.checkpoint()
+        with dg.instance_for_test() as instance:
+            first = _evaluate(defs, "events", None, instance)
+            (request,) = first.run_requests or []
+            run = instance.create_run_for_job(job, tags={"dagster/run_key": request.run_key},
+                                              status=dg.DagsterRunStatus.STARTED)
+            instance.report_run_canceled(run)
+            again = _evaluate(defs, "events", first.cursor, instance)
+            assert not again.run_requests and again.skip_reason is not None
+            assert f"landing run {run.run_id} was canceled" in again.skip_reason.skip_message
+    finally:
+        channel.close()

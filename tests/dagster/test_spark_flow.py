@@ -61,7 +61,7 @@ def test_land_backfill_curated_and_check(tmp_path: Path, spark: SparkSession) ->
                                     "config": {"batches": 5}}}})
         meta = landed.asset_materializations_for_node("landed__events")[0].metadata
         assert meta["events"].value == 250 and meta["backlog_after"].value == 0
-        assert meta["take_transactions"].value == 1 and meta["source"].value == "in-process"
+        assert meta["take_transactions"].value == 1 and str(meta["source"].value).startswith("in-process")
         assert meta["files"].value >= 2 and meta["bytes"].value > 0 and meta["batch_id"].value
         assert meta["partitions"].value == [H08, H10]  # what the curated sensor curates
         assert meta["pool"].value == "landing-events" and meta["pool_limit"].value is None
