@@ -8,7 +8,7 @@ Run after the demo (``.venv/bin/python -m dagster_defs.demo``), from the reposit
 
 First records one failing check, as on-call would meet it: ``checkpoint_fresh`` of
 ``channel/events`` evaluated with ``INGEST_LANDING__AGENT`` set while no agent runs (the check then
-reports that the agent serving the channel is down). Then boots ``dg dev`` on ``var/dagster`` (an
+reports that the agent serving the channel is down). Then boots ``dg dev`` on ``var/demo/dagster`` (an
 ephemeral port on 127.0.0.1, its own process group, stopped with SIGINT) and photographs in
 Chromium (``playwright`` driving the system's ``chromium`` when there is one, else playwright's
 own browser):
@@ -41,6 +41,7 @@ from pathlib import Path
 __all__ = ["main"]
 
 REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "var" / "demo"  # the tree the demo leaves (its conf, instance, data)
 # (file, path, elements that must all appear, tab to click before them)
 PAGES = [
     ("asset-graph.png", "/assets/landed/events?view=lineage&lineageScope=neighbors",
@@ -70,7 +71,7 @@ def _free_port() -> int:
 
 
 def _boot(port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "DAGSTER_HOME": str(REPO / "var" / "dagster")}
+    env = {**os.environ, "DAGSTER_HOME": str(DEMO / "dagster"), "INGEST_CONF_DIR": str(DEMO / "conf")}
     with log.open("wb") as out:
         server = subprocess.Popen([str(Path(sys.executable).with_name("dg")), "dev", "-p", str(port), "-h",
                                    "127.0.0.1"], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
@@ -142,9 +143,10 @@ def _open(page: object, url: str, ready: tuple[str, ...], tab: str | None) -> st
 
 
 def _record_failing_check() -> None:
-    """Evaluate ``checkpoint_fresh`` of channel ``events`` once on ``var/dagster`` with the landing
+    """Evaluate ``checkpoint_fresh`` of channel ``events`` once on ``var/demo/dagster`` with the landing
     configured to take through an agent while none runs: the failure on-call would see."""
-    os.environ["DAGSTER_HOME"] = str(REPO / "var" / "dagster")
+    os.environ["DAGSTER_HOME"] = str(DEMO / "dagster")
+    os.environ["INGEST_CONF_DIR"] = str(DEMO / "conf")
     os.environ["INGEST_LANDING__AGENT"] = AGENT_ADDRESS
     import dagster as dg
 
@@ -177,8 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "img")
     args = parser.parse_args(argv)
     os.chdir(REPO)  # conf/ and var/ are relative to the repository root, as for `dg dev`
-    if not (REPO / "var" / "dagster" / "dagster.yaml").exists():
-        raise SystemExit("no var/dagster: run `.venv/bin/python -m dagster_defs.demo` first")
+    if not (DEMO / "dagster" / "dagster.yaml").exists():
+        raise SystemExit("no var/demo/dagster: run `.venv/bin/python -m dagster_defs.demo` first")
     args.out.mkdir(parents=True, exist_ok=True)
     _record_failing_check()
     port = _free_port()

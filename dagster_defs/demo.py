@@ -1,17 +1,25 @@
 """The main job in one command: ``python -m dagster_defs.demo`` (from the repository root).
 
-1. Clears the demo's data directories (channel, agent state, spool, landed and curated tables;
-   the Dagster history under ``var/dagster`` is kept), then drops sample files into the spool
-   directory: each written next to it and renamed in, so the agent never reads half a file.
-2. Starts the agent (``ingest-toolkit agent --conf conf/agent.toml``, ephemeral ports read from
-   its ports file) and waits until every line is committed to the channel.
-3. With a persistent Dagster instance in ``var/dagster`` (``DAGSTER_HOME``): lands the channel
-   through the agent's gRPC API (leased takes), builds the curated hourly partitions that
-   received data, and runs every asset check, while the agent is live.
+Everything it writes is under ``var/demo`` (its own configuration, channel, agent state, spool,
+landed and curated tables, Dagster instance, agent log; see :mod:`dagster_defs.demo_steps`), and
+it deletes nothing else, so an agent running from ``conf/agent.toml`` and its data are never
+touched.
+
+1. Deletes ``var/demo`` (refusing, with nothing deleted, when a live process holds a lock in
+   it), writes ``var/demo/conf`` from ``conf/`` (every path in the tree, ephemeral ports), then
+   drops sample files into the demo's spool directory: each written next to it and renamed in,
+   so the agent never reads half a file.
+2. Starts the demo's agent (``ingest-toolkit agent --conf var/demo/conf/agent.toml``, ports read
+   from its ports file) and, while it ingests, the Spark session (before this process opens a
+   gRPC channel: see ``ingest_toolkit.rpc._fork``); waits until every line is committed.
+3. With a Dagster instance in ``var/demo/dagster`` (``DAGSTER_HOME``), recreated with the data:
+   lands the channel through the agent that owns it (leased gRPC takes), builds the curated hourly
+   partitions that received data, and runs every asset check, while the agent is live.
 4. Stops the agent with SIGTERM (clean: sources stopped, channels checkpointed), prints where the
    Parquet is and a table of the check results, and exits 1 if any check failed.
 
-Afterwards ``DAGSTER_HOME=$PWD/var/dagster .venv/bin/dg dev`` shows the same runs and checks.
+Afterwards ``INGEST_CONF_DIR=var/demo/conf DAGSTER_HOME=$PWD/var/demo/dagster .venv/bin/dg dev``
+shows the same runs and checks.
 """
 
 from __future__ import annotations
@@ -21,11 +29,26 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from .demo_pipeline import check_table, run_pipeline
-from .demo_steps import Agent, DemoPaths, clear, prepare_instance, wait_ingested, write_spool_files
+from ingest_toolkit.errors import IngestError
+
+from .demo_pipeline import Outcome, check_table, run_pipeline
+from .demo_steps import (
+    Agent,
+    DemoPaths,
+    clear,
+    prepare_instance,
+    use_demo_configuration,
+    wait_ingested,
+    write_demo_conf,
+    write_spool_files,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["main"]
 
@@ -41,27 +64,56 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the demo; 0 when every check passed, 1 otherwise or when it stopped (one line says why)."""
     args = _args(argv)
-    started = time.monotonic()
+    try:
+        return _run(args, time.monotonic())
+    except IngestError as err:
+        console.print(f"[red]demo stopped:[/] {err}", highlight=False)
+        return 1
+
+
+def _run(args: argparse.Namespace, started: float) -> int:
     paths = DemoPaths.from_conf(Path.cwd())
     clear(paths)
+    write_demo_conf(paths)
+    use_demo_configuration(paths)
     instance_dir = prepare_instance(paths)
-    console.print(f"[bold]1.[/] spool: {args.files} files x {args.lines} events -> {paths.spool}")
+    console.print(f"[bold]1.[/] everything in {paths.tree}; spool: {args.files} files x {args.lines} events")
     total = write_spool_files(paths.spool, args.files, args.lines)
     agent = Agent.start(paths, console)
+    spark: SparkSession | None = None
     try:
-        console.print(f"[bold]2.[/] agent pid {agent.pid}, gRPC {agent.address}; waiting for the spool")
+        console.print(f"[bold]2.[/] agent pid {agent.pid}, gRPC {agent.address}; starting Spark, waiting for the spool")
+        spark = _start_spark(paths)
         wait_ingested(agent, paths, total, args.timeout)
         console.print(f"[bold]3.[/] Dagster (DAGSTER_HOME={instance_dir}): landing, curated partitions, checks")
-        outcome = run_pipeline(paths, agent.address, console)
+        outcome = run_pipeline(console)
     finally:
         code = agent.stop()
         console.print(f"[bold]4.[/] agent stopped (exit code {code})")
+        if spark is not None:
+            spark.stop()
+    return _report(paths, outcome, code, started)
+
+
+def _start_spark(paths: DemoPaths) -> SparkSession:
+    """The session the runs reuse, started before this process's first gRPC channel."""
+    from ingest_toolkit.land import load_landing_config, spark_session
+
+    return spark_session(load_landing_config(paths.conf / "landing.toml").spark)
+
+
+def _report(paths: DemoPaths, outcome: Outcome, code: int | None, started: float) -> int:
     console.print(check_table(outcome.checks))
     console.print(f"landed Parquet:  {outcome.landed_dir}  ({outcome.landed_events} events, "
                   f"{outcome.landing_runs} landing run(s))")
     console.print(f"curated Parquet: {outcome.curated_dir}  (partitions {', '.join(outcome.partitions)})")
-    console.print(f"Dagster UI on this state: DAGSTER_HOME={instance_dir} .venv/bin/dg dev")
+    relative = paths.tree.relative_to(paths.root) if paths.root in paths.tree.parents else paths.tree
+    console.print(f"Dagster UI on this state: INGEST_CONF_DIR={relative}/conf DAGSTER_HOME={paths.dagster_home} "
+                  ".venv/bin/dg dev")
+    console.print(f"its channel: .venv/bin/ingest-toolkit channel inspect --conf {relative}/conf/agent.toml "
+                  f"--channel {next(iter(paths.channels))}")
     failed = [c for c in outcome.checks if not c.passed]
     console.print(f"{len(outcome.checks) - len(failed)} of {len(outcome.checks)} checks passed "
                   f"in {time.monotonic() - started:.0f} s" + (f"; FAILED: {', '.join(c.name for c in failed)}"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,30 +43,27 @@ class Outcome:
     checks: list[CheckRow] = field(default_factory=list)
 
 
-def run_pipeline(paths: object, agent_address: str, console: Console) -> Outcome:
-    """Land every channel through the agent, curate the hours that got data, run all checks."""
-    from ingest_toolkit.land import load_landing_config, spark_session
+def run_pipeline(console: Console) -> Outcome:
+    """Land every channel (through the agent that owns it), curate the hours that got data, run
+    all checks; on the instance of ``DAGSTER_HOME`` and the settings of ``INGEST_CONF_DIR``.
+    Spark runs in this process already (the runs' SparkResource reuses the session)."""
+    from ingest_toolkit.land import load_landing_config
 
     from .channels import load_channel_specs
     from .factory import definitions_from_conf
     from .settings import load_orchestration_settings
 
-    os.environ["INGEST_LANDING__AGENT"] = agent_address  # the landing resource takes through the agent
     settings = load_orchestration_settings()
     specs = load_channel_specs(settings.agent_conf)
     defs = definitions_from_conf()
     landing = load_landing_config(settings.landing_conf)
-    spark = spark_session(landing.spark)  # started once; the runs' SparkResource reuses it
     outcome = Outcome()
-    try:
-        with dg.DagsterInstance.get() as instance:
-            for spec in specs:
-                _land(defs, instance, spec, outcome, console)
-                _wait_for_checkpoint(spec, time.time_ns())
-                _curate(defs, instance, spec, settings, landing.root, outcome, console)
-                outcome.checks += _checks(defs, instance, spec)
-    finally:
-        spark.stop()
+    with dg.DagsterInstance.get() as instance:
+        for spec in specs:
+            _land(defs, instance, spec, outcome, console)
+            _wait_for_checkpoint(spec, time.time_ns())
+            _curate(defs, instance, spec, settings, landing.root, outcome, console)
+            outcome.checks += _checks(defs, instance, spec)
     return outcome
 
 
@@ -80,7 +76,7 @@ def _land(defs: dg.Definitions, instance: dg.DagsterInstance, spec: ChannelSpec,
     outcome.landed_events += int(meta["events"].value)  # type: ignore[arg-type]
     outcome.landing_runs += 1
     console.print(f"   landed channel {spec.name}: {meta['events'].value} events, {meta['files'].value} files, "
-                  f"{meta['take_transactions'].value} take(s) via {meta['source'].value}, "
+                  f"{meta['take_transactions'].value} take(s) from {meta['source'].value}, "
                   f"backlog after {meta['backlog_after'].value} (run {result.run_id[:8]})")
 
 

@@ -1,7 +1,28 @@
-"""Steps of the demo outside Dagster: directories, sample spool files, the agent process."""
+"""Steps of the demo outside Dagster: its own tree, sample spool files, the agent process.
+
+Everything the demo writes is under ``var/demo`` of the current directory (:data:`DEMO_TREE`),
+and it deletes nothing else: a deployment running from ``conf/`` (an agent owning
+``var/channels/...``, its state, a Dagster instance) is never touched, whatever the demo does.
+
+* ``var/demo/conf``: the demo's own configuration, written from ``conf/`` (or
+  ``INGEST_CONF_DIR``) at every run: the same channels (settings kept, directories moved into the
+  tree, checkpoints every few seconds), the first ``spool_dir`` source (its directory moved),
+  ephemeral ports, the landing and Dagster settings with their paths in the tree;
+* ``var/demo/channels/<name>``, ``agent``, ``spool``, ``landing``, ``curated``: the data;
+* ``var/demo/dagster``: the Dagster instance that recorded the demo's runs, recreated with the
+  data, so the UI on it never shows partitions whose files are gone;
+* ``var/demo/agent.log``: the demo agent's log.
+
+At the start the demo deletes ``var/demo`` whole, after taking the lock of every channel and
+agent state directory in it (:func:`clear`): if a live process holds one (an agent started from
+``var/demo/conf``, another demo), it stops with a one-line error and deletes nothing.
+``INGEST_*`` overrides of the agent, channel, source, landing and Dagster settings are not
+applied to the demo (they could point it at live directories); ``INGEST_SPARK__*`` are.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
@@ -10,27 +31,36 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
+import tomlkit
 from rich.console import Console
 
+from ingest_toolkit.channel.lock import LOCK_FILE, lock_holder
 from ingest_toolkit.collect.config import load_agent_config
 from ingest_toolkit.collect.sources.spool_dir import SpoolDirSettings
 from ingest_toolkit.errors import ConfigError, IngestError
-from ingest_toolkit.land.config import load_landing_config
 
 from .instance import ensure_pool_limits, write_instance_yaml
-from .settings import load_orchestration_settings
-from .storage import local_path
+from .settings import conf_dir, load_orchestration_settings
 
-__all__ = ["DEMO_CHECKPOINT_INTERVAL", "Agent", "DemoError", "DemoPaths", "clear", "prepare_instance",
-           "wait_ingested", "write_spool_files"]
+__all__ = ["DEMO_CHECKPOINT_INTERVAL", "DEMO_TREE", "Agent", "DemoError", "DemoPaths", "clear", "prepare_instance",
+           "use_demo_configuration", "wait_ingested", "write_demo_conf", "write_spool_files"]
+
+DEMO_TREE = Path("var") / "demo"
 
 # The demo's agent checkpoints every few seconds, so the checks see the state after the landing
 # without waiting the production interval (30 s).
 DEMO_CHECKPOINT_INTERVAL = 3.0
+
+# Environment overrides that could move the demo's paths or ports; the demo runs without them.
+_PATH_OVERRIDES = ("INGEST_AGENT__", "INGEST_CHANNELS__", "INGEST_SOURCES__", "INGEST_LANDING__",
+                   "INGEST_DAGSTER__", "INGEST_CHANNEL__")
 
 
 class DemoError(IngestError):
@@ -39,59 +69,167 @@ class DemoError(IngestError):
 
 @dataclass(frozen=True)
 class DemoPaths:
+    """Where the demo reads its settings (``source_conf``) and everything it writes (``tree``)."""
+
     root: Path
-    agent_conf: Path
-    spool: Path
-    channels: dict[str, tuple[str, ...]]  # name -> checkpoint dir + data dirs
+    tree: Path
+    source_conf: Path
+    source_agent_conf: Path
+    source_landing_conf: Path
+    spool_source: str
     spool_channels: tuple[str, ...]
-    state_dir: Path
-    ports_file: Path
-    landed: Path
-    curated: Path
-    dagster_home: Path
-    log: Path
+    channels: dict[str, tuple[str, ...]]  # name -> checkpoint dir + data dirs, in the tree
 
     @classmethod
     def from_conf(cls, root: Path) -> DemoPaths:
+        """The demo's paths below ``root`` (the current directory), from the settings in ``conf/``."""
+        root = root.resolve()
         settings = load_orchestration_settings()
         agent = load_agent_config(settings.agent_conf)
-        spools = [s for s in agent.sources.values() if isinstance(s, SpoolDirSettings)]
+        spools = [(n, s) for n, s in agent.sources.items() if isinstance(s, SpoolDirSettings)]
         if not spools:
             raise ConfigError(f"{settings.agent_conf} has no spool_dir source: the demo drops its files into one",
                               key="sources")
-        spool = spools[0]
-        landing = load_landing_config(settings.landing_conf)
-        return cls(root=root.resolve(), agent_conf=Path(settings.agent_conf), spool=Path(spool.dir).resolve(),
-                   channels={n: (c.checkpoint_dir, *c.data_dirs) for n, c in agent.channels.items()},
-                   spool_channels=tuple(spool.channels),
-                   state_dir=agent.agent.state_dir, ports_file=agent.agent.ports_path,
-                   landed=_local(landing.root), curated=Path(settings.curated_root).resolve(),
-                   dagster_home=root.resolve() / "var" / "dagster", log=root.resolve() / "var" / "demo" / "agent.log")
+        tree = root / DEMO_TREE
+        channels = {name: (str(tree / "channels" / name / "checkpoint"),
+                           *(str(tree / "channels" / name / f"data{i or ''}") for i in range(len(c.data_dirs))))
+                    for name, c in agent.channels.items()}
+        return cls(root=root, tree=tree, source_conf=conf_dir().resolve(),
+                   source_agent_conf=Path(settings.agent_conf).resolve(),
+                   source_landing_conf=Path(settings.landing_conf).resolve(), spool_source=spools[0][0],
+                   spool_channels=tuple(spools[0][1].channels), channels=channels)
 
+    @property
+    def conf(self) -> Path:
+        return self.tree / "conf"
 
-def _local(uri: str) -> Path:
-    path = local_path(uri)
-    if path is None:
-        raise ConfigError(f"the demo lands into a local directory; [landing] root is {uri}", key="landing.root")
-    return path
+    @property
+    def agent_conf(self) -> Path:
+        return self.conf / "agent.toml"
+
+    @property
+    def spool(self) -> Path:
+        return self.tree / "spool"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.tree / "agent"
+
+    @property
+    def ports_file(self) -> Path:
+        return self.state_dir / "ports.json"
+
+    @property
+    def landed(self) -> Path:
+        return self.tree / "landing"
+
+    @property
+    def curated(self) -> Path:
+        return self.tree / "curated"
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.tree / "dagster"
+
+    @property
+    def log(self) -> Path:
+        return self.tree / "agent.log"
 
 
 def clear(paths: DemoPaths) -> None:
-    """Remove the demo's data (never anything outside the repository root)."""
-    targets = [Path(d) for dirs in paths.channels.values() for d in dirs]
-    targets += [paths.state_dir, paths.spool, paths.landed, paths.curated, paths.log.parent]
-    for target in targets:
-        target = target.resolve()
-        if paths.root not in target.parents:
-            raise DemoError(f"refusing to delete {target}: the demo only clears directories inside {paths.root}")
-        shutil.rmtree(target, ignore_errors=True)
+    """Delete the demo's tree, and nothing else. Every lock file in it is locked first (without
+    waiting), and held while the tree is deleted: a live process holding one stops the demo
+    with a DemoError naming it, before anything is deleted."""
+    tree = paths.tree.resolve()
+    if paths.root not in tree.parents:
+        raise DemoError(f"refusing to delete {tree}: the demo only clears its tree inside {paths.root}")
+    if not tree.exists():
+        return
+    with _locked(sorted(tree.rglob(LOCK_FILE)), tree):
+        shutil.rmtree(tree)
+
+
+@contextmanager
+def _locked(lock_files: list[Path], tree: Path) -> Iterator[None]:
+    held: list[int] = []
+    try:
+        for path in lock_files:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            held.append(fd)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = lock_holder(str(path.parent))
+                raise DemoError(f"{path.parent} is in use by a live process (pid {holder or 'unknown'}): the demo "
+                                f"deletes {tree} at every run, and nothing while a process uses it; stop that "
+                                "process first (nothing was deleted)") from None
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+def write_demo_conf(paths: DemoPaths) -> None:
+    """``var/demo/conf/{agent,landing,dagster}.toml``: the settings of ``conf/`` with every path in
+    the tree and ephemeral ports (module docstring)."""
+    paths.conf.mkdir(parents=True, exist_ok=True)
+    header = (f"# Written by `python -m dagster_defs.demo` from {{}} at every run: the demo's own settings, "
+              f"every path inside {paths.tree}.\n")
+    agent = _agent_document(paths)
+    paths.agent_conf.write_text(header.format(paths.source_agent_conf) + tomlkit.dumps(agent))
+    landing = _document(paths.source_landing_conf)
+    table = _table(landing, "landing")
+    for key in ("agent", "channel_conf"):
+        table.pop(key, None)  # the demo's landing finds its agent (the owner of its channel)
+    table.update(root=str(paths.landed), agent_conf=str(paths.agent_conf))
+    (paths.conf / "landing.toml").write_text(header.format(paths.source_landing_conf) + tomlkit.dumps(landing))
+    source = paths.source_conf / "dagster.toml"
+    dagster = _document(source) if source.exists() else tomlkit.document()
+    _table(dagster, "dagster").update(agent_conf=str(paths.agent_conf), landing_conf=str(paths.conf / "landing.toml"),
+                                      curated_root=str(paths.curated))
+    (paths.conf / "dagster.toml").write_text(header.format(source) + tomlkit.dumps(dagster))
+
+
+def _agent_document(paths: DemoPaths) -> Any:
+    doc = _document(paths.source_agent_conf)
+    agent = _table(doc, "agent")
+    agent.update(state_dir=str(paths.state_dir), ports_file=str(paths.ports_file))
+    for endpoint in ("grpc", "admin"):
+        _table(agent, endpoint)["port"] = 0
+    for name, (checkpoint, *data) in paths.channels.items():
+        _table(_table(doc, "channels"), name).update(checkpoint_dir=checkpoint, data_dirs=data,
+                                                     checkpoint_interval=DEMO_CHECKPOINT_INTERVAL)
+    spool = _table(_table(doc, "sources"), paths.spool_source)
+    spool["dir"] = str(paths.spool)
+    doc["sources"] = {paths.spool_source: spool}  # the other sources (ports, tailed files) are not the demo's
+    return doc
+
+
+def _document(path: Path) -> Any:
+    try:
+        return tomlkit.parse(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file {path} does not exist", key=path.name) from None
+
+
+def _table(doc: Any, key: str) -> Any:
+    if key not in doc:
+        doc[key] = tomlkit.table()
+    return doc[key]
+
+
+def use_demo_configuration(paths: DemoPaths) -> None:
+    """From now on this process (and the agent it starts) reads the demo's configuration only."""
+    for name in [n for n in os.environ if n.startswith(_PATH_OVERRIDES)]:
+        del os.environ[name]
+    os.environ["INGEST_CONF_DIR"] = str(paths.conf)
 
 
 def prepare_instance(paths: DemoPaths) -> Path:
-    """``var/dagster`` with ``dagster.yaml`` copied from ``conf/dagster.yaml`` (SQLite storage in
-    that directory, every pool limited to one run) and the channels' pools created; sets
+    """``var/demo/dagster`` with ``dagster.yaml`` copied from ``conf/dagster.yaml`` (SQLite storage
+    in that directory, every pool limited to one run) and the channels' pools created; sets
     DAGSTER_HOME for this process."""
-    write_instance_yaml(paths.dagster_home)
+    write_instance_yaml(paths.dagster_home, paths.source_conf)
     os.environ["DAGSTER_HOME"] = str(paths.dagster_home)
     with dg.DagsterInstance.get() as instance:
         ensure_pool_limits(instance, list(paths.channels))
@@ -135,13 +273,9 @@ class Agent:
     @classmethod
     def start(cls, paths: DemoPaths, console: Console) -> Agent:
         paths.log.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "INGEST_AGENT__GRPC__PORT": "0", "INGEST_AGENT__ADMIN__PORT": "0"}
-        for name in paths.channels:
-            env[f"INGEST_CHANNELS__{name.upper()}__CHECKPOINT_INTERVAL"] = str(DEMO_CHECKPOINT_INTERVAL)
-            os.environ[f"INGEST_CHANNELS__{name.upper()}__CHECKPOINT_INTERVAL"] = str(DEMO_CHECKPOINT_INTERVAL)
         with paths.log.open("wb") as log:
             process = subprocess.Popen(_agent_command(paths.agent_conf), stdout=log, stderr=subprocess.STDOUT,
-                                       env=env, start_new_session=True)
+                                       env=dict(os.environ), start_new_session=True)
         try:
             port = _wait_ports(process, paths, timeout=60.0)
         except BaseException:

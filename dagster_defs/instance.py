@@ -4,7 +4,7 @@ Dagster reads an instance's configuration only from ``$DAGSTER_HOME/dagster.yaml
 DAGSTER_HOME unset, ``dg dev`` uses a temporary home and reads ``dagster.yaml`` from the
 directory it starts in, which for this project is the repository root). The checked-in
 ``conf/dagster.yaml`` is therefore *copied* into an instance directory (:func:`write_instance_yaml`;
-the demo does it for ``var/dagster``).
+the demo does it for its own instance, ``var/demo/dagster``).
 
 The pools (``landing-<c>``, ``curated-<c>``) only prevent wasted work and contention: the
 landed table stays exactly-once without them (in-process takes are serialized by the channel's

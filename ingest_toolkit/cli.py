@@ -19,6 +19,7 @@ from rich.table import Table
 
 from .channel import Event, FileChannel, tools
 from .channel.config import ChannelConfig
+from .channel.lock import lock_holder
 from .channel.tools import render
 from .channel.tools.common import PhaseProgress
 from .channel_conf import DEFAULT_AGENT_CONF, find_channel
@@ -59,6 +60,11 @@ def demo(conf_path: Path, events: int, batch: int, event_size: int, fresh: bool)
     settings = load_channel_settings(conf_path)
     config = ChannelConfig.build(**settings)
     if fresh:
+        for directory in (config.checkpoint_dir, *config.data_dirs):
+            if (holder := lock_holder(directory)) is not None:  # never delete a live process's channel
+                raise ConfigError(f"{directory} is in use by process {holder}: the demo deletes the channel of "
+                                  f"{conf_path} first (--fresh); stop that process, or give the demo a channel of "
+                                  "its own with --conf", key="checkpoint_dir")
         for directory in (config.checkpoint_dir, *config.data_dirs):
             shutil.rmtree(directory, ignore_errors=True)
     table = Table(title=f"file channel demo ({events} events of {event_size} B, batches of {batch})")

@@ -34,6 +34,19 @@ def test_demo_puts_replays_and_takes_everything(tmp_path: Path) -> None:
     assert len(list((tmp_path / "d1").glob("log-*.meta")) + list((tmp_path / "d2").glob("log-*.meta"))) == 1
 
 
+def test_demo_refuses_to_delete_a_channel_a_live_process_owns(tmp_path: Path) -> None:
+    conf = _conf(tmp_path)
+    with FileChannel(**load_channel_settings(conf)) as owner:  # this process owns it, as an agent would
+        with owner.transaction() as tx:
+            tx.put_many([Event(b"keep me") for _ in range(10)])
+        result = CliRunner().invoke(main, ["demo", "--conf", str(conf), "--events", "100"])
+        assert result.exit_code == 1
+        assert "in use by process" in result.output and str(tmp_path / "cp") in result.output
+        assert len(owner) == 10 and (tmp_path / "cp" / "in_use.lock").exists()
+    with FileChannel(**load_channel_settings(conf)) as reopened:
+        assert len(reopened) == 10
+
+
 def test_environment_overrides_file_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("INGEST_CHANNEL__CAPACITY", "1234")
     monkeypatch.setenv("INGEST_CHANNEL__DATA_DIRS", "a,b")
