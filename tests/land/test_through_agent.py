@@ -168,3 +168,26 @@ def test_drain_does_not_stop_when_one_of_two_takes_in_flight_comes_back_empty(
                                    channel.channel_id)
     finally:
         channel.close()
+
+
+class _SteadyProducer(_RefilledWhenEmpty):
+    """A producer that commits ``refill`` events after every take, for ever."""
+
+    def open_take(self, max_events: int) -> TakeBatch:
+        take = self._inner.open_take(max_events)
+        producer = threading.Thread(target=put_events, args=(self._channel, make_events(self._refill, start=9000)))
+        producer.start()
+        producer.join()
+        return take
+
+
+@pytest.mark.slow
+def test_drain_ends_while_producers_keep_committing(tmp_path: Path, spark: SparkSession) -> None:
+    channel = FileChannel(**channel_settings(tmp_path, transaction_capacity=100_000))
+    try:
+        put_events(channel, make_events(1000))
+        results = land_until_empty(_SteadyProducer(channel, refill=50), landing_config(tmp_path / "landing"), spark)
+        assert 3 <= len(results) <= 8  # it caught up, then stopped once it no longer gained
+        assert sum(r.taken for r in results) >= 1000 and len(channel) <= 100
+    finally:
+        channel.close()
