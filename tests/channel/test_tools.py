@@ -201,10 +201,12 @@ def test_inspect_reports_an_unreadable_checkpoint_and_works_from_a_conf_file(tmp
     assert all(log["refcount"] is None for log in doc["logs"])
 
 
-def test_tools_name_missing_directories(tmp_path: Path) -> None:
+def test_tools_name_missing_directories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     result = cli("inspect", "--checkpoint-dir", str(tmp_path / "nope"), "--data-dir", str(tmp_path))
     assert result.exit_code == 1 and "is not a directory" in result.output
-    assert cli("verify").exit_code == 2  # no directories at all: usage error
+    monkeypatch.chdir(tmp_path)  # no channel given, and no conf/agent.toml to find one in: usage error
+    result = cli("verify")
+    assert result.exit_code == 2 and "conf/agent.toml does not exist" in result.output
 
 
 # -- verify -------------------------------------------------------------------------------
