@@ -15,13 +15,12 @@ The operator tools (``ingest-toolkit channel ...``) and the in-process landing u
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .settings import load_channel_settings
+from .settings import load_channel_settings, read_toml
 
 __all__ = ["DEFAULT_AGENT_CONF", "NamedChannel", "find_channel"]
 
@@ -48,23 +47,13 @@ def find_channel(conf: Path, channel: str | None) -> NamedChannel:
     ``channel`` may be None when the file holds a single channel. Raises ConfigError naming the
     file and what is missing or wrong.
     """
-    document = _read(conf)
+    document = read_toml(conf, "conf")
     if any(table in document for table in _AGENT_TABLES):
         return _from_agent_conf(conf, channel)
     if "channel" in document:
         return NamedChannel(load_channel_settings(conf), f"{conf} [channel]", None)
     raise ConfigError(f"{conf} has neither [channels.<name>] tables (an agent configuration) nor a [channel] "
                       "table (a channel settings file)", key="channels")
-
-
-def _read(conf: Path) -> dict[str, Any]:
-    try:
-        with conf.open("rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"configuration file {conf} does not exist", key="conf") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{conf} is not valid TOML: {err}", key="conf") from None
 
 
 def _from_agent_conf(conf: Path, channel: str | None) -> NamedChannel:

@@ -16,17 +16,22 @@ from pydantic import ValidationError
 
 from .errors import ConfigError
 
-__all__ = ["env_overrides", "load_channel_settings", "load_table", "validation_problems"]
+__all__ = ["env_overrides", "load_channel_settings", "load_table", "read_toml", "validation_problems"]
+
+
+def read_toml(path: Path, key: str) -> dict[str, Any]:
+    """The whole TOML document of ``path``; a missing or invalid file is a ConfigError (``key``)."""
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file {path} does not exist", key=key) from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path} is not valid TOML: {err}", key=key) from None
 
 
 def load_table(path: Path, table: str) -> dict[str, Any]:
-    try:
-        with path.open("rb") as f:
-            document = tomllib.load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"configuration file {path} does not exist", key=table) from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path} is not valid TOML: {err}", key=table) from None
+    document = read_toml(path, table)
     values = document.get(table)
     if not isinstance(values, dict):
         raise ConfigError(f"{path} has no [{table}] table", key=table)
