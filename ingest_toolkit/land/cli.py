@@ -61,12 +61,17 @@ def land_command(conf_path: Path, channel: str, max_events: int | None, channel_
         run = land_channel(route, spark.start, batches=None if drain else 1, overlap=drain)
     finally:
         spark.stop()
+    _report(run, config, as_json)
+
+
+def _report(run: LandingRun, config: LandingConfig, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(_document(run, channel, config), indent=2))
-    elif not run.results:
-        click.echo(f"nothing to land: channel {channel!r} has no committed events ({route.description}); "
-                   "Spark was not started")
-    for result in [] if as_json else run.results:
+        click.echo(json.dumps(_document(run, run.route.channel, config), indent=2))
+        return
+    if not run.results:
+        click.echo(f"nothing to land: channel {run.route.channel!r} has no committed events "
+                   f"({run.route.description}); Spark was not started")
+    for result in run.results:
         _print_result(result)
 
 
