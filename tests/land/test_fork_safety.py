@@ -55,8 +55,9 @@ def test_hundreds_of_landing_starts_through_an_agent_never_lose_the_jvm_gateway(
     is real: the CLI command and the asset, the landing configuration, the agent and its gRPC
     channel, and PySpark's ``launch_gateway`` with its own ``Popen`` arguments. Only the program
     ``spark-submit`` execs is a stand-in (``tests/land/fork_child.py``), so a start costs about
-    0.15 s instead of several seconds with a JVM. Before the fix about 1 start in 100-150 failed
-    here, so 300 starts catch a regression with high probability. Cost: about 60-90 s.
+    0.15 s instead of several seconds with a JVM. Before the fix 4 of 325 starts failed here (and 6
+    of 300 with the fix's order but gRPC's fork handlers on), so 300 starts catch a regression
+    with high probability. Cost: about 30 s on an idle 2-core machine, 60 s at a load of 8.
     """
     spark_home = tmp_path / "spark-home"
     (spark_home / "bin").mkdir(parents=True)
