@@ -10,7 +10,7 @@ PySpark reports ``[JAVA_GATEWAY_EXITED]``. Measured here with grpcio 1.85: about
 
 A process that only forks to exec needs none of gRPC's fork handling (gRPC's fork-support
 document says so; ``GRPC_ENABLE_FORK_SUPPORT=false`` is the documented switch), and with the
-handlers off the child does nothing but exec: 0 failures in thousands of launches. gRPC reads
+handlers off the child does nothing but exec: 0 failures in 1,000 launches. gRPC reads
 the variable when its C extension is imported, so this module sets it (unless the environment
 already chose) before any module of the toolkit imports ``grpc``. It also starts the landing's
 Spark session before its gRPC channel to the agent (:mod:`ingest_toolkit.land.run`), so a
