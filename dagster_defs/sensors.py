@@ -19,8 +19,9 @@ minus events in open takes) reaches ``sensor_min_backlog``, or when the oldest o
   job, the asset page, a backfill: whatever the job), the sensor skips: that run takes this
   backlog (the concurrency pool would only make another wait, then find little to do).
 
-A failed landing leaves the state unchanged, so the sensor does not retry it on its own; new
-puts (a new state) or the drain schedule do.
+A failed landing leaves the state unchanged. The sensor requests that state again
+``sensor_retry_seconds`` after the failed run ended, with the run key ``<key>-retry<n>``
+(:mod:`dagster_defs.sensor_retry`); new puts (a new state) or the drain schedule also land it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import dagster as dg
 from ingest_toolkit.channel.checkpoint import CheckpointInfo, CheckpointInvalid, read_checkpoint_meta
 
 from .naming import ident, landed_key, landing_sensor_name
+from .sensor_retry import retry_run_key
 from .settings import ChannelSpec, OrchestrationSettings
 
 __all__ = ["ChannelState", "Decision", "SensorCursor", "build_drain_schedule", "build_landing_sensor", "decide",
@@ -133,6 +135,10 @@ def build_landing_sensor(spec: ChannelSpec, settings: OrchestrationSettings,
             return dg.SensorResult(skip_reason=f"channel {spec.name}: checkpoint.meta unreadable: {err}")
         cursor = SensorCursor.parse(context.cursor)
         decision = decide(spec.name, info, settings, cursor=cursor)
+        if not decision.run and info is not None and ChannelState.of(info) == cursor.requested:
+            retry = retry_run_key(context, cursor.requested_run_key, settings.sensor_retry_seconds)
+            if retry:  # the run of this state failed and rolled back: ask again (sensor_retry.py)
+                decision = Decision(True, f"{decision.reason}; its run failed, retrying", retry, cursor.requested)
         seen = SensorCursor(info.checkpoint_id if info else cursor.checkpoint_id,
                             info.channel_id if info else cursor.channel_id, cursor.requested, cursor.requested_run_key)
         busy = decision.run and landing_in_progress(context, job.name, landed_key(spec.name))

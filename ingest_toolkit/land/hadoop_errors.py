@@ -100,13 +100,23 @@ def _no_datanode(name: str, message: str, uri: str) -> str | None:
     return None
 
 
+def _quota(name: str, message: str, uri: str) -> str | None:
+    match = re.search(r"The (DiskSpace|NameSpace) quota of (\S+) is exceeded: (.*)", message)
+    if not match:
+        return None
+    where, usage = f"{_authority(uri)}{match.group(2)}", _first_line(match.group(3))
+    return (f"the {match.group(1)} quota of {where} is exhausted ({usage}): raise it "
+            "(hdfs dfsadmin -setSpaceQuota / -setQuota) or free space, then land again")
+
+
 def _s3(name: str, message: str, uri: str) -> str | None:
     if ".s3a." not in name and "software.amazon.awssdk" not in name:
         return None
     return f"the S3 request for {uri} failed ({name.rsplit('.', 1)[-1]}: {_first_line(message)})"
 
 
-_RULES: list[Callable[[str, str, str], str | None]] = [_safe_mode, _permission, _no_datanode, _unreachable, _s3]
+_RULES: list[Callable[[str, str, str], str | None]] = [_safe_mode, _permission, _quota, _no_datanode, _unreachable,
+                                                      _s3]
 
 
 def _authority(uri: str) -> str:

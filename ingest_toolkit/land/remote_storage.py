@@ -156,7 +156,7 @@ class HadoopStorage:
     def _rename(self, src: Any, dst: Any) -> bool:
         """Hadoop's rename: False (or FileAlreadyExistsException on some file systems) when the
         target exists; HDFS never replaces a file."""
-        from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+        from py4j.protocol import Py4JJavaError
 
         try:
             return bool(self._fs.rename(src, dst))

@@ -58,7 +58,8 @@ def write_toml(path: Path, tables: dict[str, dict[str, Any]]) -> Path:
     return path
 
 
-def run_land(args: list[str], env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+def run_land(args: list[str], env: dict[str, str] | None = None,
+             timeout: float = 240) -> subprocess.CompletedProcess[str]:
     """``ingest-toolkit land ...`` in a process of its own (its own Spark JVM, tagged so it can be
     waited for after a SIGKILL), from the repository root."""
     marker = f"land-hdfs-{uuid.uuid4().hex[:12]}"

@@ -43,7 +43,8 @@ def test_rename_onto_an_existing_file_is_refused_by_the_namenode(hdfs_root: str,
     jvm = spark._jvm
     fs = jvm.org.apache.hadoop.fs.Path(hdfs_root).getFileSystem(spark._jsc.hadoopConfiguration())
     assert fs.getClass().getName() == "org.apache.hadoop.hdfs.DistributedFileSystem"
-    refused = fs.rename(jvm.org.apache.hadoop.fs.Path(f"{hdfs_root}/b"), jvm.org.apache.hadoop.fs.Path(f"{hdfs_root}/a"))
+    path = jvm.org.apache.hadoop.fs.Path
+    refused = fs.rename(path(f"{hdfs_root}/b"), path(f"{hdfs_root}/a"))
     assert refused is False
     assert store.read_bytes("a") == b"first" and store.read_bytes("b") == b"second"
     assert store.move("b", "a") is False and store.move("b", "c/d") is True
