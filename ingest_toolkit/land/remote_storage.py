@@ -80,7 +80,13 @@ class HadoopStorage:
         # The whole listing in one py4j call ("{path,path,...}") instead of one call per entry
         # (py4j cannot pass a Path[] where Object[] is expected, ArrayUtils takes an Object).
         # Names with a comma are split apart and never match the names the landing looks for.
-        paths = self._jvm.org.apache.hadoop.fs.FileUtil.stat2Paths(self._fs.listStatus(path))
+        from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+
+        statuses = self._fs.listStatus(path)
+        try:
+            paths = self._jvm.org.apache.hadoop.fs.FileUtil.stat2Paths(statuses)
+        except Py4JError:  # an array of a FileStatus subclass (S3AFileStatus[]): one call per entry
+            return sorted(str(status.getPath().getName()) for status in statuses)
         rendered = str(self._jvm.org.apache.commons.lang3.ArrayUtils.toString(paths))
         return sorted(p.rsplit("/", 1)[-1] for p in rendered.strip("{}").split(",") if p)
 
@@ -127,7 +133,7 @@ class HadoopStorage:
     def _create_if_absent(self, rel: str, data: bytes) -> None:
         """Write ``rel`` with the conditional-create option: the store makes the object visible
         at close only if no object has that name (S3: ``If-None-Match: *``, 412 otherwise)."""
-        from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+        from py4j.protocol import Py4JJavaError
 
         builder = self._fs.createFile(self._path(rel))
         builder.must(_CONDITIONAL_CREATE, True)
