@@ -65,8 +65,9 @@ public final class MiniHdfs {
     File data = new File(require(opts, "--data")).getAbsoluteFile();
     int datanodes = Integer.parseInt(opts.getOrDefault("--datanodes", "1"));
     defaults(conf, datanodes);
-    boolean fresh = !new File(data, "name-0-1").exists();
-    MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf, data)
+    File base = new File(data, "cluster");  // MiniDFSCluster empties it when formatting: nothing else in it
+    boolean fresh = !new File(base, "name-0-1").exists();
+    MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf, base)
         .nameNodePort(Integer.parseInt(opts.getOrDefault("--port", "0")))
         .nameNodeHttpPort(Integer.parseInt(opts.getOrDefault("--http-port", "0")))
         .numDataNodes(datanodes)
@@ -216,7 +217,10 @@ public final class MiniHdfs {
   private synchronized void stop() {
     if (!stoppedAll) {
       stoppedAll = true;
-      cluster.shutdown();
+      // Not cluster.shutdown(): it schedules the whole base directory for deletion at JVM exit,
+      // and the data must outlive this process.
+      cluster.shutdownDataNodes();
+      cluster.shutdownNameNodes();
       emit("{\"event\": \"stopped\"}");
     }
   }

@@ -164,10 +164,10 @@ class MiniHdfs:
 
 
 def _check_data_dir(data: Path) -> None:
-    """A data directory is new (absent or empty) or one this command made: Hadoop formats a
-    new one and would delete a ``data`` subdirectory it finds there."""
-    if data.is_dir() and any(data.iterdir()) and not (data / "name-0-1").exists():
-        raise HdfsClusterError(f"{data} is not empty and holds no local HDFS (no name-0-1 directory): name an "
+    """A data directory is new (absent or empty) or one this command made (the cluster lives in
+    its ``cluster`` subdirectory, which Hadoop empties when it formats a new namespace)."""
+    if data.is_dir() and any(data.iterdir()) and not (data / "cluster" / "name-0-1").exists():
+        raise HdfsClusterError(f"{data} is not empty and holds no local HDFS (no cluster/name-0-1): name an "
                                "empty or new directory, or one an earlier 'ingest-toolkit hdfs start' used")
     if data.exists() and not data.is_dir():
         raise HdfsClusterError(f"{data} is a file: name a directory for the HDFS data")
