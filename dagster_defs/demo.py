@@ -37,12 +37,17 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--files", type=int, default=5, help="sample files dropped into the spool (default 5)")
     parser.add_argument("--lines", type=int, default=2000, help="events per file (default 2000)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for ingestion (default 120)")
+    parser.add_argument("--hdfs", metavar="URI", help="land into this HDFS (e.g. hdfs://127.0.0.1:8020, started with "
+                        "'ingest-toolkit hdfs start'): landed and curated tables under URI/demo/ instead of var/")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     started = time.monotonic()
+    if args.hdfs:  # the settings loaders read these: the landing, the curated asset and the checks follow
+        os.environ["INGEST_LANDING__ROOT"] = f"{args.hdfs.rstrip('/')}/demo/landing"
+        os.environ["INGEST_DAGSTER__CURATED_ROOT"] = f"{args.hdfs.rstrip('/')}/demo/curated"
     paths = DemoPaths.from_conf(Path.cwd())
     clear(paths)
     instance_dir = prepare_instance(paths)

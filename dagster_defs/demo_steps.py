@@ -46,8 +46,8 @@ class DemoPaths:
     spool_channels: tuple[str, ...]
     state_dir: Path
     ports_file: Path
-    landed: Path
-    curated: Path
+    landed: Path | None  # None: not a local directory (an hdfs:// root), cleared by the pipeline
+    curated: Path | None
     dagster_home: Path
     log: Path
 
@@ -65,21 +65,22 @@ class DemoPaths:
                    channels={n: (c.checkpoint_dir, *c.data_dirs) for n, c in agent.channels.items()},
                    spool_channels=tuple(spool.channels),
                    state_dir=agent.agent.state_dir, ports_file=agent.agent.ports_path,
-                   landed=_local(landing.root), curated=Path(settings.curated_root).resolve(),
+                   landed=_local(landing.root), curated=local_path(settings.curated_root),
                    dagster_home=root.resolve() / "var" / "dagster", log=root.resolve() / "var" / "demo" / "agent.log")
 
 
-def _local(uri: str) -> Path:
+def _local(uri: str) -> Path | None:
     path = local_path(uri)
-    if path is None:
-        raise ConfigError(f"the demo lands into a local directory; [landing] root is {uri}", key="landing.root")
+    if path is None and not uri.startswith("hdfs://"):
+        raise ConfigError(f"the demo lands into a local directory or HDFS; [landing] root is {uri}",
+                          key="landing.root")
     return path
 
 
 def clear(paths: DemoPaths) -> None:
     """Remove the demo's data (never anything outside the repository root)."""
     targets = [Path(d) for dirs in paths.channels.values() for d in dirs]
-    targets += [paths.state_dir, paths.spool, paths.landed, paths.curated, paths.log.parent]
+    targets += [paths.state_dir, paths.spool, *(p for p in (paths.landed, paths.curated) if p), paths.log.parent]
     for target in targets:
         target = target.resolve()
         if paths.root not in target.parents:
