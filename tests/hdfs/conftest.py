@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 def hdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniHdfs]:
     fetch(("hdfs",))
     data = tmp_path_factory.mktemp("minihdfs") / "data"
-    with MiniHdfs.start(data, conf={"dfs.replication": "1"}) as cluster:
+    # No 30 s safe-mode extension after a NameNode restart (the fault tests restart it).
+    with MiniHdfs.start(data, conf={"dfs.replication": "1", "dfs.namenode.safemode.extension": "0"}) as cluster:
         yield cluster
 
 
