@@ -71,9 +71,9 @@ def _safe_mode(name: str, message: str, uri: str) -> str | None:
 def _unreachable(name: str, message: str, uri: str) -> str | None:
     if name.endswith(("ConnectException", "EOFException", "NoRouteToHostException", "UnknownHostException",
                       "ConnectTimeoutException")) and ("Call From" in message or "host" in message.lower()):
-        return (f"the NameNode of {_authority(uri)} does not answer ({name.rsplit('.', 1)[-1]}: "
-                f"{_first_line(message).split(';')[0]}): it is stopped or restarting, or the address is wrong; "
-                "nothing was published, land again once it is up")
+        server = f"the NameNode of {_authority(uri)}" if uri.startswith("hdfs:") else _authority(uri)
+        return (f"{server} does not answer ({name.rsplit('.', 1)[-1]}: {_first_line(message).split(';')[0]}): it is "
+                "stopped or restarting, or the address is wrong; nothing was published, land again once it is up")
     return None
 
 
