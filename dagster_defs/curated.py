@@ -165,14 +165,14 @@ def build_curated_partition(spark: SparkSession, landed_root: str, curated_root:
                             start: datetime, end: datetime) -> CuratedResult:
     """Build (or rebuild) the curated partition ``[start, end)`` of ``channel``."""
     hours = utc_hours(start, end)
-    landed = locate(landed_root).child(channel)
+    landed = locate(landed_root, spark).child(channel)
     dirs = landed_hour_dirs(landed, hours)
     frame = _read_window(spark, landed, dirs, start, end)
     frame = frame.persist()
     try:
         total = frame.count()
         curated = dedupe_earliest(frame).orderBy("event_time", "event_id")
-        table = locate(curated_root).child(channel)
+        table = locate(curated_root, spark).child(channel)
         target = table.child(f"event_date={hours[0].format('YYYY-MM-DD')}", f"event_hour={hours[0].hour:02d}")
         staging = table.child("_staging", f"{hours[0].format('YYYY-MM-DD-HH')}-{uuid.uuid4().hex}")
         rows = curated.count()

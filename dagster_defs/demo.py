@@ -60,6 +60,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--files", type=int, default=5, help="sample files dropped into the spool (default 5)")
     parser.add_argument("--lines", type=int, default=2000, help="events per file (default 2000)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for ingestion (default 120)")
+    parser.add_argument("--hdfs", metavar="URI", help="land into this HDFS (e.g. hdfs://127.0.0.1:8020, started with "
+                        "'ingest-toolkit hdfs start'): the landed and curated tables go under URI/demo/ (cleared "
+                        "first) instead of var/demo/")
     return parser.parse_args(argv)
 
 
@@ -74,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, started: float) -> int:
-    paths = DemoPaths.from_conf(Path.cwd())
+    paths = DemoPaths.from_conf(Path.cwd(), args.hdfs)
     clear(paths)
     write_demo_conf(paths)
     use_demo_configuration(paths)

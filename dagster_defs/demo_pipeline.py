@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import dagster as dg
+from pyarrow.fs import FileSelector, FileType
 from rich.console import Console
 from rich.table import Table
 
@@ -16,7 +17,7 @@ from .assets import hourly_partitions
 from .curated import hour_of_landed_dir, partition_keys_for_hours
 from .naming import checks_job_name, curated_job_name, curated_op_name, landing_job_name, landing_op_name
 from .settings import ChannelSpec, OrchestrationSettings
-from .storage import local_path
+from .storage import Location, local_path, locate
 
 __all__ = ["CheckRow", "Outcome", "check_table", "landed_partition_keys", "run_pipeline"]
 
@@ -58,6 +59,7 @@ def run_pipeline(console: Console) -> Outcome:
     defs = definitions_from_conf()
     landing = load_landing_config(settings.landing_conf)
     outcome = Outcome()
+    _clear_remote([f"{r.rstrip('/')}/{s.name}" for r in (landing.root, settings.curated_root) for s in specs])
     with dg.DagsterInstance.get() as instance:
         for spec in specs:
             _land(defs, instance, spec, outcome, console)
@@ -90,24 +92,46 @@ def _wait_for_checkpoint(spec: ChannelSpec, after_ns: int, timeout: float = 30.0
         time.sleep(0.2)
 
 
-def landed_partition_keys(landed: Path, settings: OrchestrationSettings) -> list[str]:
-    """The curated partitions that overlap the hour directories of a local landed table."""
-    dirs = [f"{day.name}/{hour.name}" for day in landed.glob("event_date=*") for hour in day.glob("event_hour=*")]
+def _clear_remote(uris: list[str]) -> None:
+    """The demo's own tables on HDFS (``--hdfs``), deleted like var/landing is locally."""
+    from ingest_toolkit.land.remote_storage import HadoopStorage
+
+    for uri in uris:
+        if local_path(uri) is None:
+            HadoopStorage(uri, _spark()).delete("")
+
+
+def landed_partition_keys(landed: Path | Location, settings: OrchestrationSettings) -> list[str]:
+    """The curated partitions that overlap the hour directories of a landed table (local, or a
+    Location on HDFS)."""
+    if isinstance(landed, Path):
+        dirs = [f"{d.name}/{h.name}" for d in landed.glob("event_date=*") for h in d.glob("event_hour=*")]
+    else:
+        infos = landed.fs.get_file_info(FileSelector(landed.path, allow_not_found=True, recursive=True))
+        dirs = [i.path for i in infos if i.type == FileType.Directory]
     hours = [h for h in map(hour_of_landed_dir, dirs) if h is not None]
     return partition_keys_for_hours(hourly_partitions(settings), sorted(hours))
 
 
 def _curate(defs: dg.Definitions, instance: dg.DagsterInstance, spec: ChannelSpec, settings: OrchestrationSettings,
             landing_root: str, outcome: Outcome, console: Console) -> None:
-    landed = (local_path(landing_root) or Path(landing_root)) / spec.name
-    curated = Path(settings.curated_root).resolve() / spec.name
-    outcome.landed_dir, outcome.curated_dir = str(landed), str(curated)
+    local = local_path(landing_root)
+    landed: Path | Location = local / spec.name if local else locate(landing_root, _spark()).child(spec.name)
+    curated = local_path(settings.curated_root)
+    outcome.landed_dir = str(landed) if isinstance(landed, Path) else landed.uri
+    outcome.curated_dir = str(curated / spec.name) if curated else f"{settings.curated_root.rstrip('/')}/{spec.name}"
     job = defs.resolve_job_def(curated_job_name(spec.name))
     for key in landed_partition_keys(landed, settings):
         result = job.execute_in_process(instance=instance, partition_key=key, run_config=_QUIET)
         rows = result.asset_materializations_for_node(curated_op_name(spec.name))
         console.print(f"   curated {spec.name} partition {key}: {rows[0].metadata['rows'].value} rows")
         outcome.partitions.append(key)
+
+
+def _spark() -> object:
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()
 
 
 def _checks(defs: dg.Definitions, instance: dg.DagsterInstance, spec: ChannelSpec) -> list[CheckRow]:

@@ -79,10 +79,12 @@ class DemoPaths:
     spool_source: str
     spool_channels: tuple[str, ...]
     channels: dict[str, tuple[str, ...]]  # name -> checkpoint dir + data dirs, in the tree
+    remote_root: str | None = None  # --hdfs: the landed and curated tables go under <remote_root>/demo/
 
     @classmethod
-    def from_conf(cls, root: Path) -> DemoPaths:
-        """The demo's paths below ``root`` (the current directory), from the settings in ``conf/``."""
+    def from_conf(cls, root: Path, remote_root: str | None = None) -> DemoPaths:
+        """The demo's paths below ``root`` (the current directory), from the settings in ``conf/``;
+        the tables under ``remote_root`` (an ``hdfs://`` URI) when given."""
         root = root.resolve()
         settings = load_orchestration_settings()
         agent = load_agent_config(settings.agent_conf)
@@ -97,7 +99,8 @@ class DemoPaths:
         return cls(root=root, tree=tree, source_conf=conf_dir().resolve(),
                    source_agent_conf=Path(settings.agent_conf).resolve(),
                    source_landing_conf=Path(settings.landing_conf).resolve(), spool_source=spools[0][0],
-                   spool_channels=tuple(spools[0][1].channels), channels=channels)
+                   spool_channels=tuple(spools[0][1].channels), channels=channels,
+                   remote_root=remote_root.rstrip("/") if remote_root else None)
 
     @property
     def conf(self) -> Path:
@@ -126,6 +129,15 @@ class DemoPaths:
     @property
     def curated(self) -> Path:
         return self.tree / "curated"
+
+    @property
+    def landing_root(self) -> str:
+        """``[landing] root`` of the demo: ``landed``, or ``<remote_root>/demo/landing``."""
+        return f"{self.remote_root}/demo/landing" if self.remote_root else str(self.landed)
+
+    @property
+    def curated_root(self) -> str:
+        return f"{self.remote_root}/demo/curated" if self.remote_root else str(self.curated)
 
     @property
     def dagster_home(self) -> Path:
@@ -181,12 +193,12 @@ def write_demo_conf(paths: DemoPaths) -> None:
     table = _table(landing, "landing")
     for key in ("agent", "channel_conf"):
         table.pop(key, None)  # the demo's landing finds its agent (the owner of its channel)
-    table.update(root=str(paths.landed), agent_conf=str(paths.agent_conf))
+    table.update(root=paths.landing_root, agent_conf=str(paths.agent_conf))
     (paths.conf / "landing.toml").write_text(header.format(paths.source_landing_conf) + tomlkit.dumps(landing))
     source = paths.source_conf / "dagster.toml"
     dagster = _document(source) if source.exists() else tomlkit.document()
     _table(dagster, "dagster").update(agent_conf=str(paths.agent_conf), landing_conf=str(paths.conf / "landing.toml"),
-                                      curated_root=str(paths.curated))
+                                      curated_root=paths.curated_root)
     (paths.conf / "dagster.toml").write_text(header.format(source) + tomlkit.dumps(dagster))
 
 

@@ -22,14 +22,16 @@ minus events in open takes) reaches ``sensor_min_backlog``, or when the oldest o
 A landing run that *failed* leaves the state unchanged. The sensor does not forget it: when it
 sees the state it requested again, it looks up that run (by its run key) and, if it failed,
 requests the state again with the key ``<key>-retry<n>`` and the tag ``ingest/retry-of`` (the
-failed run), at most ``sensor_max_retries`` times, one per evaluation. After that, or for a
-canceled run, it skips with a reason that names the run and its error, until the channel
-changes (new events, a take) or the drain schedule runs.
+failed run), ``sensor_retry_seconds`` after that run ended (a NameNode in safe mode, an agent
+restarting: the cause often clears by itself), at most ``sensor_max_retries`` times. Until then,
+after the last retry, or for a canceled run, it skips with a reason that names the run and its
+error; new events, a take or the drain schedule start over.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass
 
 import dagster as dg
@@ -190,11 +192,23 @@ def _after_repeat(context: dg.SensorEvaluationContext, channel: str, settings: O
     if cursor.retries >= limit:
         return Decision(False, f"channel {channel}: landing run {run.run_id} failed ({failure}) after {cursor.retries} "
                                f"retries of this state (sensor_max_retries = {limit}); {wait}")
+    backoff = _backoff_left(context.instance, run.run_id, settings.sensor_retry_seconds)
+    if backoff > 0:
+        return Decision(False, f"channel {channel}: landing run {run.run_id} failed ({failure}); retry "
+                               f"{cursor.retries + 1} of {limit} in {backoff:.0f} s (sensor_retry_seconds): "
+                               f"{decision.numbers}")
     assert decision.state is not None
     key = f"{decision.state.run_key(channel)}-retry{cursor.retries + 1}"
     return Decision(True, f"channel {channel}: landing run {run.run_id} failed ({failure}); retry "
                           f"{cursor.retries + 1} of {limit}: {decision.numbers}", key, decision.state,
                     repeat=True, numbers=decision.numbers, retry_of=run.run_id)
+
+
+def _backoff_left(instance: dg.DagsterInstance, run_id: str, backoff_seconds: float) -> float:
+    """Seconds until a retry of the failed run ``run_id`` is due (0 when it is)."""
+    record = instance.get_run_record_by_id(run_id)
+    ended = record.end_time if record is not None else None
+    return 0.0 if ended is None else max(0.0, ended + backoff_seconds - time.time())
 
 
 def _run_of(context: dg.SensorEvaluationContext, run_key: str | None) -> dg.DagsterRun | None:

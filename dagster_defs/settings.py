@@ -58,7 +58,8 @@ class OrchestrationSettings(BaseModel):
     sensor_min_backlog: int = Field(10_000, ge=1)
     sensor_max_backlog_age_seconds: float = Field(300.0, gt=0)
     sensor_interval_seconds: int = Field(30, ge=5)
-    sensor_max_retries: int = Field(3, ge=0)  # a failed landing of a state is requested again this often
+    sensor_max_retries: int = Field(3, ge=0)  # a failed landing of a state is requested again at most this often
+    sensor_retry_seconds: float = Field(60.0, ge=0)  # ... each this long after the failed run ended
     # Schedule: drain every channel periodically, whatever the thresholds say.
     drain_cron: str = "*/30 * * * *"
     # Curated, hourly partitioned tables.

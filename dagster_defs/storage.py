@@ -1,8 +1,10 @@
-"""File-system helpers for landed and curated tables: local paths, ``file://`` and ``hdfs://`` URIs.
+"""File-system helpers for landed and curated tables: local paths, ``file://``, ``hdfs://``, ``s3a://``.
 
 Spark reads and writes the data; these helpers only list, test and rename directories, through
 ``pyarrow.fs`` so that the same code works on a local disk and on HDFS (where a directory
-rename is atomic).
+rename is atomic). A root that is not local is reached through the Hadoop client of a Spark
+session's JVM when one is given (:mod:`ingest_toolkit.land.hadoop_arrow`: pyarrow alone needs
+a native ``libhdfs`` for HDFS and knows no ``s3a://``), else through pyarrow's own file systems.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from pyarrow import fs as pafs
@@ -43,8 +46,14 @@ class Location:
                       and not any(part.startswith(("_", ".")) for part in i.path[len(self.path):].split("/")))
 
 
-def locate(root: str) -> Location:
-    """A :class:`Location` for a local path (relative to the current directory) or a URI."""
+def locate(root: str, spark: Any = None) -> Location:
+    """A :class:`Location` for a local path (relative to the current directory) or a URI; a
+    non-local URI goes through ``spark``'s Hadoop client when a classic session is given."""
+    if "://" in root and not root.startswith("file:") and getattr(spark, "_jsc", None) is not None:
+        from ingest_toolkit.land.hadoop_arrow import hadoop_filesystem
+
+        filesystem, path = hadoop_filesystem(root, spark)
+        return Location(root, filesystem, path)
     if "://" in root:
         filesystem, path = pafs.FileSystem.from_uri(root)
         return Location(root, filesystem, path)

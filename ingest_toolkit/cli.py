@@ -249,11 +249,13 @@ def channel_repair(conf_path: Path | None, channel_name: str | None, checkpoint_
 
 # Subsystem commands live beside their code; imported last so their modules may import this one.
 from .collect.cli import agent_command, send_command  # noqa: E402
+from .hdfs.cli import hdfs_command  # noqa: E402
 from .land.cli import land_command  # noqa: E402
 
 main.add_command(agent_command)
 main.add_command(send_command)
 main.add_command(land_command)
+main.add_command(hdfs_command)
 
 
 if __name__ == "__main__":

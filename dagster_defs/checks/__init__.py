@@ -8,11 +8,14 @@ On ``channel/<name>``: ``refcounts_match_recount``, ``drained_logs_deleted``,
 
 from __future__ import annotations
 
+from typing import Any
+
 import dagster as dg
 
 from ..naming import channel_key, curated_key, landed_key
-from ..resources import CuratedResource, LandingResource
+from ..resources import CuratedResource, LandingResource, SparkResource
 from ..settings import ChannelSpec, OrchestrationSettings
+from ..storage import local_path
 from .channel_checks import check_backlog, check_checkpoint_fresh, check_drained_logs_deleted, check_refcounts
 from .data_checks import check_no_duplicates, check_reconcile, taken_from_agent, taken_from_checkpoint
 from .manifests import manifest_totals
@@ -53,24 +56,33 @@ def build_data_checks(spec: ChannelSpec, settings: OrchestrationSettings) -> lis
     @dg.asset_check(asset=landed_key(spec.name), name="landed_reconciles",
                     description="Events in the landing manifests == rows in the landed table (== takes committed "
                                 "by the channel when the landing is its only taker).")
-    def reconcile(landing: LandingResource) -> dg.AssetCheckResult:
+    def reconcile(landing: LandingResource, spark: SparkResource) -> dg.AssetCheckResult:
         config = landing.config()
-        totals = manifest_totals(config.root, spec.name)
+        session = _session_for(config.root, spark)
+        totals = manifest_totals(config.root, spec.name, session)
         taken = None
         if settings.landing_only_taker:
             status = landing.agent_status(spec, config)
             taken = (taken_from_agent(status) if status is not None else
                      taken_from_checkpoint(spec, totals.newest_commit_unix_ns, settings.checkpoint_wait_seconds))
-        return check_reconcile(f"{config.root}/{spec.name}", totals, taken)
+        return check_reconcile(f"{config.root}/{spec.name}", totals, taken, session)
 
     @dg.asset_check(asset=landed_key(spec.name), name="landed_no_duplicate_event_ids",
                     description="Every event_id occurs once in the landed table.")
-    def landed_unique(landing: LandingResource) -> dg.AssetCheckResult:
-        return check_no_duplicates(f"{landing.config().root}/{spec.name}", "landed table")
+    def landed_unique(landing: LandingResource, spark: SparkResource) -> dg.AssetCheckResult:
+        root = landing.config().root
+        return check_no_duplicates(f"{root}/{spec.name}", "landed table", _session_for(root, spark))
 
     @dg.asset_check(asset=curated_key(spec.name), name="curated_no_duplicate_event_ids",
                     description="Every event_id occurs once in the curated partitions.")
-    def curated_unique(curated: CuratedResource) -> dg.AssetCheckResult:
-        return check_no_duplicates(f"{curated.root.rstrip('/')}/{spec.name}", "curated table")
+    def curated_unique(curated: CuratedResource, spark: SparkResource) -> dg.AssetCheckResult:
+        root = curated.root.rstrip("/")
+        return check_no_duplicates(f"{root}/{spec.name}", "curated table", _session_for(root, spark))
 
     return [reconcile, landed_unique, curated_unique]
+
+
+def _session_for(root: str, spark: SparkResource) -> Any:
+    """A Spark session for a table that is not on a local path (HDFS, S3A: read through Spark's
+    Hadoop client); None for a local one, which pyarrow reads without a JVM."""
+    return None if local_path(root) is not None else spark.session()

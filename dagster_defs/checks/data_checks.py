@@ -42,9 +42,10 @@ class ManifestTotals:
         self.batches, self.events, self.newest_commit_unix_ns = batches, events, newest_commit_unix_ns
 
 
-def check_no_duplicates(table_uri: str, what: str) -> dg.AssetCheckResult:
-    """No ``event_id`` occurs twice in the table (counted over the table and per partition)."""
-    table = locate(table_uri)
+def check_no_duplicates(table_uri: str, what: str, spark: Any = None) -> dg.AssetCheckResult:
+    """No ``event_id`` occurs twice in the table (counted over the table and per partition);
+    ``spark``: the session whose Hadoop client reads a non-local table."""
+    table = locate(table_uri, spark)
     scan = scan_event_ids(table)
     worst = dict(sorted(scan.duplicates_by_partition.items(), key=lambda kv: -kv[1])[:10])
     return dg.AssetCheckResult(
@@ -92,10 +93,11 @@ def taken_from_checkpoint(spec: ChannelSpec, newest_manifest_ns: int, wait_s: fl
         time.sleep(min(1.0, max(0.05, deadline - time.monotonic())))
 
 
-def check_reconcile(table_uri: str, totals: ManifestTotals, taken: TakenCount | None) -> dg.AssetCheckResult:
+def check_reconcile(table_uri: str, totals: ManifestTotals, taken: TakenCount | None,
+                    spark: Any = None) -> dg.AssetCheckResult:
     """Manifest events == landed rows, and == takes_committed when ``taken`` is given (the landing
     is the channel's only taker)."""
-    scan = scan_event_ids(locate(table_uri))
+    scan = scan_event_ids(locate(table_uri, spark))
     metadata: dict[str, Any] = {"manifest_batches": totals.batches, "manifest_events": totals.events,
                                    "landed_rows": scan.rows, "landed_files": scan.files}
     problems = []

@@ -104,7 +104,7 @@ def _recover(channel: str, config: LandingConfig, spark: SparkSession) -> None:
     """Recovery of earlier runs, once for the whole drain; it fails as a run's own recovery does."""
     store = open_storage(config.root, config.storage, spark)
     before_take(channel, "recovering earlier runs",
-                lambda: recover_channel_dir(store, channel, config.staging_grace_seconds))
+                lambda: recover_channel_dir(store, channel, config.staging_grace_seconds), config.root)
 
 
 def _sequential(source: TakeSource, config: LandingConfig, spark: SparkSession,

@@ -44,6 +44,7 @@ from .batches import build_table, landed_mask, seq_array, seq_ranges
 from .config import LandingConfig
 from .errors import CommitConflict, LandingError
 from .faults import fault_during, fault_point
+from .hadoop_errors import describe_failure
 from .manifest import Manifest, ManifestFile, ManifestLog
 from .publish import STAGING_DIR, finish_moves, recover_channel_dir, staged_files
 from .source import TakeBatch, TakeSource
@@ -116,7 +117,8 @@ def land_once(source: TakeSource, config: LandingConfig, spark: SparkSession, *,
         if not isinstance(err, Exception):
             raise
         failure = CommitConflict if isinstance(err, CommitConflict) else LandingError
-        raise failure(f"landing channel {channel!r} failed while {run.phase}: {err}. "
+        reason = describe_failure(err, config.root)
+        raise failure(f"landing channel {channel!r} failed while {run.phase}: {reason}. "
                            + ("The take was rolled back; the events are still in the channel. "
                               if rolled_back else "Rolling the take back failed too; an agent rolls "
                               "it back when the lease expires. ") + "Fix the cause and run again.",
@@ -140,7 +142,7 @@ class _Run:
 
     def guard(self, phase: str, step: Any) -> Any:
         self.phase = phase
-        return before_take(self.channel, phase, step)
+        return before_take(self.channel, phase, step, self.store.root)
 
     def land(self, take: TakeBatch, config: LandingConfig, spark: SparkSession) -> _Written:
         columns = take.columns
@@ -196,12 +198,14 @@ class _Run:
         return manifest, ManifestLog(self.store, self.channel).uri(manifest)
 
 
-def before_take(channel: str, phase: str, step: Any) -> Any:
-    """Run ``step``, a step before anything is taken; its failure is a LandingError saying so."""
+def before_take(channel: str, phase: str, step: Any, root: str = "") -> Any:
+    """Run ``step``, a step before anything is taken; its failure is a LandingError saying so
+    (one line: a JVM failure under ``root`` is described, not dumped as a stack trace)."""
     try:
         return step()
     except Exception as err:
-        raise LandingError(f"landing channel {channel!r} failed while {phase}: {err}; nothing was taken",
+        raise LandingError(f"landing channel {channel!r} failed while {phase}: {describe_failure(err, root)}; "
+                           "nothing was taken",
                            channel=channel, phase=phase, rolled_back=True) from err
 
 

@@ -102,8 +102,13 @@ def recover_channel_dir(store: Storage, channel: str, grace_seconds: float) -> t
 
 
 def _last_change(store: Storage, path: str) -> float:
+    """The newest mtime of the files under ``path``; the directory's own only when it holds none.
+    An object store has no directory mtime (S3A reports the time of the call), which would
+    keep every leftover forever; creating or deleting a file shows in the files' times anyway."""
+    mtimes = [f.mtime for f in store.list_files(path)]
+    if mtimes:
+        return max(mtimes)
     try:
-        newest = store.mtime(path)
+        return store.mtime(path)
     except FileNotFoundError:
         return time.time()  # removed meanwhile: leave it to whoever did
-    return max([newest, *(f.mtime for f in store.list_files(path))])

@@ -4,9 +4,13 @@ See :mod:`ingest_toolkit.land.storage` for the interface. What each backend guar
 two protocol operations:
 
 * ``create_exclusive``: :class:`HadoopStorage` writes a hidden file (``hsync``) and renames it;
-  HDFS renames atomically and refuses an existing target, so of two landings exactly one wins.
-  :class:`ArrowStorage` checks, then moves: atomic on HDFS through libhdfs, a copy with a race
-  window on object stores (docs/landing.md: run one landing per channel there).
+  HDFS renames atomically and refuses an existing target, so of two landings exactly one wins
+  (tests/hdfs proves it on a real NameNode). On a store that declares the path capability
+  ``fs.option.create.conditional.overwrite`` (S3A since Hadoop 3.4.2, with
+  ``fs.s3a.create.conditional.enabled``, the default) it writes the file directly with that
+  option instead: the store creates it only if the name is free (S3's ``If-None-Match: *``), an
+  object store's only atomic create. :class:`ArrowStorage` checks, then moves: atomic on HDFS
+  through libhdfs, a copy with a race window on object stores (docs/landing.md).
 * ``sync``: a no-op. Spark closed the files; on HDFS a closed file is on every replica's
   DataNode (in memory unless ``dfs.datanode.synconclose`` is true, which docs/landing.md
   recommends).
@@ -22,6 +26,19 @@ from .storage import FileInfo, tmp_name
 
 __all__ = ["ArrowStorage", "HadoopStorage"]
 
+_CONDITIONAL_CREATE = "fs.option.create.conditional.overwrite"  # Options.CreateFileOptionKeys
+
+
+def _taken(err: Exception) -> bool:
+    """Whether a failed conditional create means "the name exists" (S3A: RemoteFileChangedException
+    or FileAlreadyExistsException around a 412 Precondition Failed)."""
+    from .hadoop_errors import java_causes
+
+    for name, message in java_causes(err):
+        if name.endswith(("RemoteFileChangedException", "FileAlreadyExistsException")) or "412" in message:
+            return True
+    return False
+
 
 def _parent(rel: str) -> str:
     return rel.rsplit("/", 1)[0] if "/" in rel else ""
@@ -35,6 +52,17 @@ class HadoopStorage:
         self._jvm = spark._jvm
         self._conf = spark._jsc.hadoopConfiguration()
         self._fs = self._path("").getFileSystem(self._conf)
+        self._conditional: bool | None = None  # whether the store creates a file only if absent
+
+    def conditional_create(self) -> bool:
+        """Whether the store refuses, atomically, to create a file whose name exists (S3A with
+        conditional writes); asked once (the answer does not change)."""
+        if self._conditional is None:
+            try:
+                self._conditional = bool(self._fs.hasPathCapability(self._path(""), _CONDITIONAL_CREATE))
+            except Exception:  # a FileSystem that cannot answer (older client): the rename path
+                self._conditional = False
+        return self._conditional
 
     def uri(self, rel: str) -> str:
         return f"{self.root}/{rel}" if rel else self.root
@@ -52,7 +80,13 @@ class HadoopStorage:
         # The whole listing in one py4j call ("{path,path,...}") instead of one call per entry
         # (py4j cannot pass a Path[] where Object[] is expected, ArrayUtils takes an Object).
         # Names with a comma are split apart and never match the names the landing looks for.
-        paths = self._jvm.org.apache.hadoop.fs.FileUtil.stat2Paths(self._fs.listStatus(path))
+        from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+
+        statuses = self._fs.listStatus(path)
+        try:
+            paths = self._jvm.org.apache.hadoop.fs.FileUtil.stat2Paths(statuses)
+        except Py4JError:  # an array of a FileStatus subclass (S3AFileStatus[]): one call per entry
+            return sorted(str(status.getPath().getName()) for status in statuses)
         rendered = str(self._jvm.org.apache.commons.lang3.ArrayUtils.toString(paths))
         return sorted(p.rsplit("/", 1)[-1] for p in rendered.strip("{}").split(",") if p)
 
@@ -79,6 +113,9 @@ class HadoopStorage:
         target = self._path(rel)
         if self._fs.exists(target):
             raise FileExistsError(self.uri(rel))
+        if self.conditional_create():
+            self._create_if_absent(rel, data)
+            return
         tmp = self._path(tmp_name(rel))
         stream = self._fs.create(tmp, False)
         try:
@@ -92,6 +129,24 @@ class HadoopStorage:
         if self._fs.exists(target):
             raise FileExistsError(self.uri(rel))
         raise OSError(f"renaming a new manifest to {self.uri(rel)} failed")
+
+    def _create_if_absent(self, rel: str, data: bytes) -> None:
+        """Write ``rel`` with the conditional-create option: the store makes the object visible
+        at close only if no object has that name (S3: ``If-None-Match: *``, 412 otherwise)."""
+        from py4j.protocol import Py4JJavaError
+
+        builder = self._fs.createFile(self._path(rel))
+        builder.must(_CONDITIONAL_CREATE, True)
+        try:
+            stream = builder.build()
+            try:
+                stream.write(bytearray(data))
+            finally:
+                stream.close()
+        except Py4JJavaError as err:
+            if _taken(err):
+                raise FileExistsError(self.uri(rel)) from err
+            raise
 
     def move(self, src: str, dst: str) -> bool:
         target = self._path(dst)
@@ -107,13 +162,14 @@ class HadoopStorage:
     def _rename(self, src: Any, dst: Any) -> bool:
         """Hadoop's rename: False (or FileAlreadyExistsException on some file systems) when the
         target exists; HDFS never replaces a file."""
-        from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+        from py4j.protocol import Py4JJavaError
 
         try:
             return bool(self._fs.rename(src, dst))
         except Py4JJavaError as err:
-            if "FileAlreadyExistsException" in str(err.java_exception.getClass().getName()):
-                return False
+            name = str(err.java_exception.getClass().getName())
+            if "FileAlreadyExistsException" in name or "FileNotFoundException" in name:
+                return False  # as HDFS answers: the caller checks the target (moved by another run?)
             raise
 
     def delete(self, rel: str) -> None:

@@ -211,7 +211,7 @@ def _dt(seconds: float) -> object:
 def test_sensor_retries_a_failed_landing_of_the_same_state_and_names_the_failure(tmp_path: Path) -> None:
     """A landing run that failed is not forgotten: the same state is requested again (a new run
     key per attempt, a bounded number of times), then the skip reason names the failure."""
-    setup = make_setup(tmp_path, sensor_min_backlog=10)
+    setup = make_setup(tmp_path, sensor_min_backlog=10, sensor_retry_seconds=0)
     defs = build_definitions(setup.settings, [setup.spec])
     job = defs.resolve_job_def(landing_job_name("events"))
     channel = setup.open()
