@@ -131,14 +131,15 @@ class FileChannel:
     def _new_writer(self, *, draining: bool = False) -> SegmentWriter:
         log_id = self._next_log_id
         directory = self.config.data_dirs[log_id % len(self.config.data_dirs)]
+        preallocate = min(self.config.preallocate_bytes, self.config.max_file_size - fmt.SEGMENT_HEADER_SIZE)
         if not draining:
-            self._check_space(directory, self.config.preallocate_bytes + fmt.SEGMENT_HEADER_SIZE)
+            self._check_space(directory, preallocate + fmt.SEGMENT_HEADER_SIZE)
         try:
-            writer = SegmentWriter.create(self._fs, directory, log_id, self.channel_id,
-                                          self.config.preallocate_bytes)
+            writer = SegmentWriter.create(self._fs, directory, log_id, self.channel_id, preallocate,
+                                          self.config.max_file_size)
         except OSError as err:
             if err.errno == errno.ENOSPC:
-                raise self._disk_full(directory, self.config.preallocate_bytes) from err
+                raise self._disk_full(directory, preallocate) from err
             raise
         self._next_log_id += 1
         self._paths[log_id] = writer.path

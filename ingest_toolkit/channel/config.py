@@ -8,7 +8,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from ..errors import ConfigError
 from ..settings import validation_problems
-from . import format as fmt
 
 __all__ = ["ChannelConfig", "Durability"]
 
@@ -72,8 +71,11 @@ class ChannelConfig(BaseModel):
     @classmethod
     def _fits_segment(cls, value: int, info: ValidationInfo) -> int:
         file_size = info.data.get("max_file_size")
-        if file_size is not None and value > (file_size - fmt.SEGMENT_HEADER_SIZE) // 4:
-            raise ValueError(f"max_event_size ({value}) must be at most a quarter of max_file_size ({file_size})")
+        # A quarter keeps at least four of the largest events per segment; the PUT frame of an
+        # event of exactly that size (+ FRAME_OVERHEAD) fits a segment with room to spare.
+        if file_size is not None and value > file_size // 4:
+            raise ValueError(f"max_event_size ({value}) must be at most a quarter of max_file_size ({file_size}), "
+                             f"i.e. at most {file_size // 4}")
         return value
 
     @classmethod
