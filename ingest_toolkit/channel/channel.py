@@ -115,6 +115,7 @@ class FileChannel:
         self._next_log_id = recovered.next_log_id
         self._checkpoint_id = recovered.last_checkpoint_id
         self._puts_total, self._takes_total = result.puts_committed, result.takes_committed
+        self._totals_at_open = (self._puts_total, self._takes_total)  # for the counters since open
         self._marks: deque[tuple[int, int]] = deque(recovered.marks)
         self._tags = result.tags
         self._write_gen = self._synced_gen = 0
@@ -199,8 +200,10 @@ class FileChannel:
                               for lid, p in sorted(self._paths.items())},
                 "writing": self._writer.log_id,
                 "next_seq": self._seq,
-                "puts_committed": self._puts_total,
+                "puts_committed": self._puts_total,  # over the channel's life (restored by recovery)
                 "takes_committed": self._takes_total,
+                "puts_since_open": self._puts_total - self._totals_at_open[0],  # like commits and fsyncs
+                "takes_since_open": self._takes_total - self._totals_at_open[1],
                 "checkpoint_id": self._checkpoint_id,
                 "tags": len(self._tags),
             }

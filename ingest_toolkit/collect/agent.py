@@ -352,8 +352,8 @@ _CHANNEL_GAUGES = (
     ("used", "used", "gauge", "Slots in use: queued, in flight and in open put transactions."),
     ("capacity", "capacity", "gauge", "Configured capacity (events)."),
     ("open_transactions", "open_transactions", "gauge", "Open put and take transactions."),
-    ("puts_total", "puts_committed", "counter", "Events committed by put transactions."),
-    ("takes_total", "takes_committed", "counter", "Events committed by take transactions."),
+    ("puts_total", "puts_since_open", "counter", "Events committed by put transactions since the channel opened."),
+    ("takes_total", "takes_since_open", "counter", "Events committed by take transactions since the channel opened."),
     ("commits_total", "commits", "counter", "Committed transactions since the channel opened."),
     ("fsyncs_total", "fsyncs", "counter", "fdatasync calls on log segments since the channel opened."),
 )

@@ -187,3 +187,30 @@ def test_the_exposure_warning(caplog: pytest.LogCaptureFixture, host: str, tls: 
     with caplog.at_level(logging.WARNING, logger="test.exposure"):
         assert warn_if_exposed(log, "endpoint", host, tls=tls, token=token) == (warning is not None)
     assert [r.getMessage() for r in caplog.records] == ([warning] if warning else [])
+
+
+def test_channel_counters_all_count_since_the_channel_opened(tmp_path: Path) -> None:
+    """puts_total used to continue the channel's lifetime count after a restart (restored by
+    recovery) while commits_total and fsyncs_total started again at zero: one scrape mixed the
+    two meanings. Every ``ingest_channel_*_total`` now counts since the agent opened the channel;
+    the lifetime counts stay in /status (``puts_committed``, ``takes_committed``)."""
+    setup = AgentSetup(tmp_path)
+    for puts in (5, 3):  # the second agent reopens the channel with 5 events committed before
+        running = Agent(load_agent_config(setup.conf))
+        running.start()
+        try:
+            with AgentClient(f"127.0.0.1:{running.ports()['grpc']}") as client:
+                client.put([Event(b"x", {})] * puts, channel="events")
+            with running.channels["events"].transaction() as tx:
+                tx.take(2)
+            assert running.admin is not None
+            text = http_get(f"http://127.0.0.1:{running.admin.port}/metrics")[1]
+            status = json.loads(http_get(f"http://127.0.0.1:{running.admin.port}/status")[1])
+        finally:
+            running.stop()
+        assert metric(text, "ingest_channel_puts_total", channel="events") == puts
+        assert metric(text, "ingest_channel_takes_total", channel="events") == 2
+        assert metric(text, "ingest_channel_commits_total", channel="events") == 2
+    live = status["channels"]["events"]
+    assert (live["puts_committed"], live["takes_committed"]) == (8, 4)
+    assert (live["puts_since_open"], live["takes_since_open"]) == (3, 2)
