@@ -22,8 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ingest_toolkit.errors import ConfigError
-from ingest_toolkit.settings import env_overrides, load_table, validation_problems
+from ingest_toolkit.settings import env_overrides, env_variables, invalid_settings, load_table, validation_problems
 
 __all__ = ["ChannelSpec", "OrchestrationSettings", "conf_dir", "load_orchestration_settings"]
 
@@ -95,5 +94,6 @@ def load_orchestration_settings(path: Path | None = None) -> OrchestrationSettin
     try:
         return OrchestrationSettings(**{**defaults_from_dir, **values})
     except ValidationError as err:
-        key, msg = validation_problems(err)[0]
-        raise ConfigError(f"invalid [dagster] settings in {path}: dagster.{key}: {msg}", key=f"dagster.{key}") from None
+        problems = [(f"dagster.{key}", msg) for key, msg in validation_problems(err)]
+        raise invalid_settings("[dagster] settings", problems, source=path if path.exists() else None,
+                               env=env_variables("dagster")) from None

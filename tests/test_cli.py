@@ -57,3 +57,37 @@ def test_demo_reports_invalid_settings(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["demo", "--conf", str(conf), "--events", "10"])
     assert result.exit_code == 1
     assert "ConfigError" in result.output and "capacity" in result.output
+
+
+def test_invalid_environment_override_names_the_variable_not_the_file(tmp_path: Path) -> None:
+    """INGEST_AGENT__GRPC__PORT=abc used to be reported as a problem of conf/agent.toml."""
+    conf = tmp_path / "agent.toml"
+    conf.write_text(f'[agent]\nstate_dir = "{tmp_path / "state"}"\n[channels.events]\n'
+                    f'checkpoint_dir = "{tmp_path / "cp"}"\ndata_dirs = ["{tmp_path / "data"}"]\n')
+    result = CliRunner().invoke(main, ["agent", "--conf", str(conf), "--check"],
+                                env={"INGEST_AGENT__GRPC__PORT": "abc"})
+    assert result.exit_code == 1
+    line = result.output.strip()
+    assert "\n" not in line and "INGEST_AGENT__GRPC__PORT" in line and "'abc'" in line, line
+    assert "agent.grpc.port" in line and str(conf) not in line, line
+    landing = tmp_path / "landing.toml"
+    landing.write_text(f'[landing]\nroot = "{tmp_path / "land"}"\n')
+    result = CliRunner().invoke(main, ["land", "--conf", str(landing), "--channel", "events"],
+                                env={"INGEST_LANDING__MAX_EVENTS": "many"})
+    assert result.exit_code == 1 and "INGEST_LANDING__MAX_EVENTS" in result.output, result.output
+
+
+def test_landing_and_channel_settings_errors_use_the_toolkit_wording_and_name_the_file(tmp_path: Path) -> None:
+    """"unknown key" and the file, as the agent's configuration says it, not pydantic's "Extra
+    inputs are not permitted" without a file."""
+    landing = tmp_path / "landing.toml"
+    landing.write_text(f'[landing]\nroot = "{tmp_path / "land"}"\nmax_event = 10\n')
+    result = CliRunner().invoke(main, ["land", "--conf", str(landing), "--channel", "events"])
+    assert result.exit_code == 1
+    assert f"in {landing}: landing.max_event: unknown key" in result.output, result.output
+    channel = _conf(tmp_path)
+    channel.write_text(channel.read_text() + "capacity_limit = 5\n")
+    for args in (["demo", "--conf", str(channel)], ["channel", "inspect", "--conf", str(channel)]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 1
+        assert f"in {channel}: channel.capacity_limit: unknown key" in result.output, (args, result.output)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from ..errors import ConfigError
-from ..settings import validation_problems
+from ..settings import invalid_settings, validation_problems
 
 __all__ = ["ChannelConfig", "Durability"]
 
@@ -85,5 +86,15 @@ class ChannelConfig(BaseModel):
             return cls(**values)
         except ValidationError as err:
             problems = [(key or "channel", msg) for key, msg in validation_problems(err)]
-            raise ConfigError(f"invalid channel configuration: {'; '.join(f'{k}: {m}' for k, m in problems)}",
-                              key=problems[0][0]) from None
+            raise invalid_settings("channel configuration", problems) from None
+
+    @classmethod
+    def validate_table(cls, values: dict[str, Any], *, source: str | os.PathLike[str],
+                       env: Mapping[str, str]) -> ChannelConfig:
+        """Validate the ``[channel]`` table of the file ``source``: the error names the file, each
+        key as ``channel.<key>``, and the variable of a value from the environment (``env``)."""
+        try:
+            return cls(**values)
+        except ValidationError as err:
+            problems = [(f"channel.{key}" if key else "channel", msg) for key, msg in validation_problems(err)]
+            raise invalid_settings("channel configuration", problems, source=source, env=env) from None

@@ -55,11 +55,11 @@ def config_error(root: Path, **settings: Any) -> ConfigError:
 # -- configuration ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("settings", "key", "requirement"), [
-    ({"capacity": 0}, "capacity", "greater than or equal to 1"),
-    ({"capacity": -5}, "capacity", "greater than or equal to 1"),
+    ({"capacity": 0}, "capacity", "must be > 0"),
+    ({"capacity": -5}, "capacity", "must be > 0"),
     ({"capacity": "lots"}, "capacity", "integer"),
-    ({"transaction_capacity": 0}, "transaction_capacity", "greater than or equal to 1"),
-    ({"capacity_typo": 10}, "capacity_typo", "not permitted"),
+    ({"transaction_capacity": 0}, "transaction_capacity", "must be > 0"),
+    ({"capacity_typo": 10}, "capacity_typo", "unknown key"),
     ({"data_dirs": []}, "data_dirs", "at least 1 item"),
     ({"durability": "sometimes"}, "durability", "'fsync' or 'page_cache'"),
     ({"keep_alive": -1}, "keep_alive", "greater than or equal to 0"),
