@@ -22,14 +22,14 @@ import sys
 import time
 from pathlib import Path
 
-from rich.console import Console
+from ingest_toolkit.cli_common import output_console
 
 from .demo_pipeline import check_table, run_pipeline
 from .demo_steps import Agent, DemoPaths, clear, prepare_instance, wait_ingested, write_spool_files
 
 __all__ = ["main"]
 
-console = Console(soft_wrap=True)  # long paths stay on one line when piped
+console = output_console()  # piped: nothing wraps, so no check name or path is broken mid-word
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:

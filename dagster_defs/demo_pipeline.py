@@ -123,8 +123,8 @@ def _checks(defs: dg.Definitions, instance: dg.DagsterInstance, spec: ChannelSpe
 
 def check_table(rows: list[CheckRow]) -> Table:
     table = Table(title="asset checks", show_lines=False)
-    for column in ("asset", "check", "result", "what it saw"):
-        table.add_column(column, overflow="fold")
+    for column in ("asset", "check", "result", "what it saw"):  # names never wrap; the text wraps at words
+        table.add_column(column, no_wrap=column != "what it saw")
     for row in sorted(rows, key=lambda r: (r.asset, r.name)):
         verdict = "[green]passed[/]" if row.passed else (
             "[yellow]WARN[/]" if row.severity == "WARN" else "[red]FAILED[/]")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,28 +17,19 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from .channel import Event, FileChannel, tools
+from .channel.checkpoint import read_checkpoint_meta
 from .channel.config import ChannelConfig
 from .channel.tools import render
 from .channel.tools.common import PhaseProgress
-from .errors import IngestError
+from .cli_common import OneLineErrors, output_console, verbose_option
 from .settings import load_channel_settings
 
 __all__ = ["main"]
 
-console = Console()
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-class _Group(click.Group):
-    """Shows toolkit errors as one clear line (exit code 1) instead of a traceback."""
-
-    def invoke(self, ctx: click.Context) -> object:
-        try:
-            return super().invoke(ctx)
-        except IngestError as err:
-            raise click.ClickException(f"{type(err).__name__}: {err}") from err
-
-
-@click.group(cls=_Group)
+@click.group(cls=OneLineErrors)
 @click.version_option(package_name="ingest-toolkit")
 def main() -> None:
     """Durable batch ingestion: file channel, collectors, Spark landing."""
@@ -48,6 +38,7 @@ def main() -> None:
 @main.command()
 @click.option("--conf", "conf_path", type=click.Path(dir_okay=False, path_type=Path),
               default=Path("conf/channel.toml"), show_default=True, help="Channel settings (TOML).")
+@verbose_option
 @click.option("--events", default=200_000, show_default=True, help="Events to put and take.")
 @click.option("--batch", default=1000, show_default=True, help="Events per transaction.")
 @click.option("--event-size", default=256, show_default=True, help="Body size in bytes.")
@@ -62,7 +53,7 @@ def demo(conf_path: Path, events: int, batch: int, event_size: int, fresh: bool)
             shutil.rmtree(directory, ignore_errors=True)
     table = Table(title=f"file channel demo ({events} events of {event_size} B, batches of {batch})")
     for column in ("step", "events", "seconds", "events/s", "detail"):
-        table.add_column(column, justify="right" if column != "step" else "left")
+        table.add_column(column, justify="right" if column != "step" else "left", no_wrap=column == "step")
 
     started = time.perf_counter()
     channel = FileChannel(**settings)
@@ -71,16 +62,20 @@ def demo(conf_path: Path, events: int, batch: int, event_size: int, fresh: bool)
     _row(table, "put (fsync per commit)", events, started, f"{stats['fsyncs']} fsyncs")
     channel.close()
 
+    start = read_checkpoint_meta(config.checkpoint_dir)  # what the reopen can recover from
     started = time.perf_counter()
     channel = FileChannel(**settings)
     replayed = channel.replay_stats
-    _row(table, "reopen (full replay)", len(channel), started,
-         f"{replayed.segments} segments, {replayed.frames} frames")
+    how = ("full replay" if start is None or channel.checkpoint_problem is not None else
+           f"checkpoint #{start.checkpoint_id}" + (" + replay" if replayed.frames else ", nothing to replay"))
+    _row(table, f"reopen ({how})", len(channel), started,
+         f"{replayed.segments} segments, {replayed.frames:,} frames replayed")
 
     started = time.perf_counter()
     taken = _take_all(channel, batch, first_seq)
     _row(table, "take (in order, verified)", taken, started, f"{len(channel)} left")
     channel.close()
+    console = output_console()
     console.print(table)
     console.print(f"channel directories: {config.checkpoint_dir}, {', '.join(config.data_dirs)}")
 
@@ -113,7 +108,6 @@ def _row(table: Table, step: str, n: int, started: float, detail: str) -> None:
 
 
 # -- operator tools -------------------------------------------------------------------------
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 @main.group("channel")
@@ -129,6 +123,7 @@ def _channel_options(command: F) -> F:
         click.option("--conf", "conf_path", type=click.Path(dir_okay=False, path_type=Path),
                      help="Take the directories from these channel settings (TOML) instead."),
         click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON document."),
+        verbose_option,
     ]
     for option in reversed(options):
         command = option(command)
@@ -145,9 +140,6 @@ def _directories(checkpoint_dir: str | None, data_dirs: tuple[str, ...],
     return str(checkpoint_dir), [str(d) for d in dirs]
 
 
-def _tool_console() -> Console:
-    """Wide output when piped, so that paths in tables are not wrapped."""
-    return Console() if sys.stdout.isatty() else Console(width=200)
 
 
 def _print_json(document: dict[str, Any]) -> None:
@@ -184,7 +176,7 @@ def channel_inspect(checkpoint_dir: str | None, data_dirs: tuple[str, ...], conf
     if as_json:
         _print_json(report.to_json())
     else:
-        render.print_inspect(_tool_console(), report)
+        render.print_inspect(output_console(), report)
 
 
 @channel_group.command("verify")
@@ -198,7 +190,7 @@ def channel_verify(checkpoint_dir: str | None, data_dirs: tuple[str, ...], conf_
     if as_json:
         _print_json(report.to_json())
     else:
-        render.print_verify(_tool_console(), report)
+        render.print_verify(output_console(), report)
     if not report.ok:
         raise SystemExit(1)
 
@@ -220,7 +212,7 @@ def channel_repair(checkpoint_dir: str | None, data_dirs: tuple[str, ...], conf_
     if as_json:
         _print_json(report.to_json())
     else:
-        render.print_repair(_tool_console(), report)
+        render.print_repair(output_console(), report)
 
 
 # Subsystem commands live beside their code; imported last so their modules may import this one.

@@ -91,3 +91,14 @@ def test_landing_and_channel_settings_errors_use_the_toolkit_wording_and_name_th
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 1
         assert f"in {channel}: channel.capacity_limit: unknown key" in result.output, (args, result.output)
+
+
+def test_demo_table_piped_keeps_names_whole_and_names_the_reopen_for_what_it_was(tmp_path: Path) -> None:
+    """Without a terminal the table was cut at 80 columns ("take (in order," / "verified)" on two
+    lines), and a reopen that read the checkpoint and replayed no frame was called "full replay"."""
+    result = CliRunner().invoke(main, ["demo", "--conf", str(_conf(tmp_path)), "--events", "3000"])
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if line.startswith("│")]
+    assert [row.split("│")[1].strip() for row in rows] == [
+        "put (fsync per commit)", "reopen (checkpoint #1, nothing to replay)", "take (in order, verified)"], rows
+    assert "full replay" not in result.output and "0 frames replayed" in rows[1]

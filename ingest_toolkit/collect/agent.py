@@ -34,11 +34,13 @@ from ..channel.lock import DirectoryLock
 from ..errors import ChannelError, ChannelLockedError, ConfigError
 from ..rpc.server import AgentService, RunningServer, start_server
 from ..security import SecuritySettings, load_token
+from ..settings import invalid_settings
 from .admin import AdminServer
 from .config import AgentConfig
 from .interceptors import Interceptor, build_interceptors
 from .metrics import MetricsRegistry, Sample, render
 from .pipeline import Pipeline, PutResult
+from .preflight import directory_problems
 from .selectors import ReplicatingSelectorSettings, Selector, build_selector
 from .sources import Source, build_source
 
@@ -133,8 +135,12 @@ class Agent:
         self._write_ports_file()
 
     def _preflight(self) -> str | None:
-        """Load every token and read every TLS file now: a missing one is a ConfigError before anything
-        was opened or bound. Returns the gRPC token."""
+        """Load every token and read every TLS file now, and try every directory the agent writes: a
+        missing file or a read-only directory is a ConfigError before anything was opened or bound.
+        Returns the gRPC token."""
+        problems = directory_problems(self.config)
+        if problems:
+            raise invalid_settings("agent configuration", problems, source=self.config.path)
         agent = self.config.agent
         checks = [("agent.security", agent.security), ("agent.admin.security", agent.admin.security)]
         checks += [(f"sources.{name}.security", security) for name, settings in self.config.sources.items()

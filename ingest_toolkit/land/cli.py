@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from ..cli_common import is_verbose, verbose_option
 from ..errors import ConfigError
 from ..settings import load_channel_settings
 from .config import LandingConfig, agent_client, load_landing_config
@@ -33,6 +34,7 @@ __all__ = ["land_command"]
 @click.option("--drain", is_flag=True, help="Land batch after batch until the channel's backlog is empty "
               "(two batches in flight: the next take overlaps the current Spark write).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON document.")
+@verbose_option
 def land_command(conf_path: Path, channel: str, max_events: int | None, channel_conf: Path | None,
                  agent: str | None, drain: bool, as_json: bool) -> None:
     """Take committed events of CHANNEL in one transaction, write them as Parquet, commit the take
@@ -45,7 +47,7 @@ def land_command(conf_path: Path, channel: str, max_events: int | None, channel_
         from pyspark.sql import SparkSession
 
         owned = SparkSession.getActiveSession() is None  # never stop a session this process already had
-        spark = spark_session(config.spark)
+        spark = spark_session(config.spark, quiet=not is_verbose())  # Spark's log with --verbose
         try:
             results = land_until_empty(source, config, spark) if drain else [land_once(source, config, spark)]
         finally:
