@@ -71,6 +71,7 @@ class OrchestrationSettings(BaseModel):
     backlog_warn_fraction: float = Field(0.8, gt=0, le=1)
     landing_only_taker: bool = True
     checkpoint_wait_seconds: float = Field(0.0, ge=0)
+    runbook_url: str = ""  # where docs/runbook.md is served; checks link <runbook_url>#<check> ("": the local file)
 
     @field_validator("timezone")
     @classmethod

@@ -539,7 +539,8 @@ class FileChannel:
 
     def _disk_full(self, directory: str, needed: int) -> DiskSpaceError:
         return DiskSpaceError(path=directory, free_bytes=self._fs.free_bytes(directory),
-                              needed_bytes=needed, min_free_bytes=self.config.min_free_bytes)
+                              needed_bytes=needed, min_free_bytes=self.config.min_free_bytes,
+                              queued=len(self._queue) if hasattr(self, "_queue") else None)
 
     def _write_error(self, directory: str, needed: int, err: OSError) -> Exception:
         if err.errno == errno.ENOSPC:

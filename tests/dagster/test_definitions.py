@@ -53,7 +53,7 @@ def test_one_set_of_definitions_per_channel(tmp_path: Path) -> None:
     assert curated.op.pool == "curated-audit.log"
     assert curated.backfill_policy == dg.BackfillPolicy.single_run()  # a backfill is one run, one Spark session
     checks = defs.resolve_asset_graph().asset_check_keys
-    assert len(checks) == 14
+    assert len(checks) == 16
 
 
 def test_instance_configured_from_conf_limits_every_pool_to_one_run(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ def test_demo_runs_the_whole_pipeline_through_a_real_agent(tmp_path: Path) -> No
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
-    assert "7 of 7 checks passed" in output
+    assert "8 of 8 checks passed" in output
     assert "via agent 127.0.0.1:" in output  # the landing took through the agent's gRPC API
     landed = pq.read_table(tmp_path / "var" / "landing" / "events")
     assert landed.num_rows == 1200
