@@ -13,9 +13,9 @@ from rich.table import Table
 
 from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
 
-from .assets import hourly_partitions
 from .curated import hour_of_landed_dir, partition_keys_for_hours
 from .naming import checks_job_name, curated_job_name, curated_op_name, landing_job_name, landing_op_name
+from .partitions import hourly_partitions
 from .settings import ChannelSpec, OrchestrationSettings
 from .storage import local_path
 

@@ -56,11 +56,12 @@ class OrchestrationSettings(BaseModel):
     sensor_min_backlog: int = Field(10_000, ge=1)
     sensor_max_backlog_age_seconds: float = Field(300.0, gt=0)
     sensor_interval_seconds: int = Field(30, ge=5)
+    observe_interval_seconds: int = Field(60, ge=30)  # the channel observer sensor records one observation this often
     # Schedule: drain every channel periodically, whatever the thresholds say.
     drain_cron: str = "*/30 * * * *"
     # Curated, hourly partitioned tables.
     timezone: str = "UTC"
-    partitions_start: str = "2026-01-01-00:00"
+    partitions_start: str = "auto"  # "auto": the earliest landed hour (or today); else "YYYY-MM-DD-HH:mm"
     curated_root: str = "var/curated"
     # Landing runs: land_once calls per run (each one take transaction), stopping early when empty.
     batches_per_run: int = Field(1, ge=1)

@@ -37,12 +37,12 @@ def test_the_check_table_piped_keeps_every_name_whole() -> None:
     from dagster_defs import demo
     from dagster_defs.demo_pipeline import CheckRow, check_table
 
-    rows = [CheckRow("curated_no_duplicate_event_ids", "curated/events_with_a_long_channel_name", True, "ERROR",
+    rows = [CheckRow("curated_no_duplicate_event_ids", "events_with_a_long_channel_name_curated", True, "ERROR",
                      "curated table: 10000 rows in 3 files, every event_id once " * 3)]
     assert not demo.console.is_terminal  # pytest captures stdout: what a pipe gets
     with demo.console.capture() as captured:
         demo.console.print(check_table(rows))
     lines = captured.get().splitlines()
     body = [line for line in lines if "curated_no_duplicate_event_ids" in line]
-    assert len(body) == 1 and "curated/events_with_a_long_channel_name" in body[0], lines
+    assert len(body) == 1 and "events_with_a_long_channel_name_curated" in body[0], lines
     assert len([line for line in lines if line.startswith("│")]) == 1, lines  # the row is one line
