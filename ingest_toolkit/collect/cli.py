@@ -84,7 +84,7 @@ def run_agent(config: AgentConfig) -> None:
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     agent = Agent(config)
     try:
-        agent.start()  # a signal during a long replay stops the agent right after it started
+        _start(agent)  # a signal during a long replay stops the agent right after it started
         tune_gc_for_service()
         while not stop.wait(1.0):
             pass
@@ -94,6 +94,19 @@ def run_agent(config: AgentConfig) -> None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     log.info("agent stopped", extra={"agent": config.agent.name})
+
+
+def _start(agent: Any) -> None:
+    """Start ``agent``. The command prints any failure as one line; one that is not a toolkit
+    error (whose message names the cause and the fix) is also logged with its trace, as one
+    structured record: an unexpected system error or a bug, which on-call reads in the log."""
+    try:
+        agent.start()
+    except Exception as err:
+        if not isinstance(err, IngestError):
+            log.error("agent failed to start: %s: %s", type(err).__name__, err, exc_info=True,
+                      extra={"error": type(err).__name__})
+        raise
 
 
 GC_THRESHOLDS = (20_000, 20, 50)
