@@ -263,7 +263,7 @@ def test_referenced_logs_intact_never_fails_a_healthy_live_channel_that_deletes_
     stop = threading.Event()
 
     def churn() -> None:  # puts, takes and checkpoints: segments come and go
-        while not stop.is_set():
+        while not stop.wait(0.01):
             fill(channel, events_at(200, 0, size=200), batch=100)
             with channel.transaction() as tx:
                 tx.take(200)
