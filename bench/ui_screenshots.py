@@ -7,13 +7,13 @@ Run after the demo (``.venv/bin/python -m dagster_defs.demo``), from the reposit
     .venv/bin/python bench/ui_screenshots.py [--out docs/img]
 
 First records one failing check, as on-call would meet it: ``checkpoint_fresh`` of
-``channel/events`` evaluated with ``INGEST_LANDING__AGENT`` set while no agent runs (the check then
+``events_channel`` evaluated with ``INGEST_LANDING__AGENT`` set while no agent runs (the check then
 reports that the agent serving the channel is down). Then boots ``dg dev`` on ``var/demo/dagster`` (an
 ephemeral port on 127.0.0.1, its own process group, stopped with SIGINT) and photographs in
 Chromium (``playwright`` driving the system's ``chromium`` when there is one, else playwright's
 own browser):
 
-* ``asset-graph.png``: the lineage around ``landed/events`` (its neighbours: the channel
+* ``asset-graph.png``: the lineage around ``events_landed`` (its neighbours: the channel
   upstream, the curated table downstream; with one channel, the whole graph);
 * ``channel-checks.png``: the metadata of ``refcounts_match_recount``;
 * ``check-history.png``: the execution history of ``landed_reconciles``;
@@ -44,13 +44,13 @@ REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "var" / "demo"  # the tree the demo leaves (its conf, instance, data)
 # (file, path, elements that must all appear, tab to click before them)
 PAGES = [
-    ("asset-graph.png", "/assets/landed/events?view=lineage&lineageScope=neighbors",
+    ("asset-graph.png", "/assets/events_landed?view=lineage&lineageScope=neighbors",
      ("text=Nearest Neighbors", 'text="channels"', 'text="landing"', 'text="curated"', "text=Asset checks"), None),
-    ("channel-checks.png", "/assets/channel/events?view=checks&checkDetail=refcounts_match_recount",
+    ("channel-checks.png", "/assets/events_channel?view=checks&checkDetail=refcounts_match_recount",
      ("text=events_recounted",), None),
-    ("check-history.png", "/assets/landed/events?view=checks&checkDetail=landed_reconciles",
+    ("check-history.png", "/assets/events_landed?view=checks&checkDetail=landed_reconciles",
      ("text=landed_reconciles",), "Execution history"),
-    ("check-failing.png", "/assets/channel/events?view=checks&checkDetail=checkpoint_fresh",
+    ("check-failing.png", "/assets/events_channel?view=checks&checkDetail=checkpoint_fresh",
      ("text=the agent that serves this channel is not running",), None),
     ("runs.png", "/runs", ("text=check_events",), None),
 ]

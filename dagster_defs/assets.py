@@ -1,11 +1,15 @@
-"""Per channel assets: the channel (external), its landed table, its hourly curated table.
+"""Per channel assets: the channel (observable source), its landed table, its hourly curated table.
 
 Graph::
 
-    channel/<name>  ->  landed/<name>  ->  curated/<name>  (hourly partitions)
+    <name>_channel  ->  <name>_landed   ->  <name>_curated  (hourly partitions)
     (the agent          (Spark landing:     (Spark: one row per event_id,
-     fills it)           one take per        staging dir + swap)
-                         land_once)
+     fills it;           one take per        staging dir + swap)
+     observed)           land_once)
+
+The channel asset and its observations are in :mod:`dagster_defs.observations`, the curated
+partitions in :mod:`dagster_defs.partitions`. Metadata that does not change from run to run (the
+pool's limit, file counts) is text, so the asset page's plots show only what moves.
 
 The landing asset runs in the concurrency pool ``landing-<channel>``, the curated asset in
 ``curated-<channel>``. The limits are the *instance's* configuration, not the code's:
@@ -27,11 +31,11 @@ import dagster as dg
 from .curated import CuratedResult, build_curated_partition
 from .instance import pool_limit
 from .naming import channel_key, curated_key, curated_pool_name, landed_key, landing_pool_name
+from .partitions import channel_partitions
 from .resources import CuratedResource, LandingResource, SparkResource
 from .settings import ChannelSpec, OrchestrationSettings
 
-__all__ = ["LandingRunConfig", "build_channel_spec", "build_curated_asset", "build_landing_asset",
-           "hourly_partitions"]
+__all__ = ["LandingRunConfig", "build_curated_asset", "build_landing_asset"]
 
 
 class LandingRunConfig(dg.Config):
@@ -40,24 +44,15 @@ class LandingRunConfig(dg.Config):
     batches: int | None = None  # land_once calls (take transactions); None: [dagster] batches_per_run
 
 
-def build_channel_spec(spec: ChannelSpec) -> dg.AssetSpec:
-    """The channel as an external asset: the agent writes it, Dagster only observes and checks it."""
-    return dg.AssetSpec(
-        channel_key(spec.name), group_name="channels", kinds={"wal"},
-        description=f"Write-ahead-log file channel '{spec.name}' filled by the agent; its checks read "
-                    "checkpoint.meta and the segment files without a lock.",
-        metadata={"checkpoint_dir": spec.checkpoint_dir, "data_dirs": list(spec.data_dirs),
-                  "capacity": spec.capacity})
-
-
 def _pool_metadata(context: dg.AssetExecutionContext, pool: str, risk: str) -> dict[str, Any]:
-    """``pool`` / ``pool_limit`` metadata; a WARNING when the instance does not limit the pool."""
+    """``pool`` / ``pool_limit`` metadata (text: a constant); a WARNING when the instance does not
+    limit the pool."""
     limit = pool_limit(context.instance, pool)
     if limit is None:
         context.log.warning(
             f"the Dagster instance sets no limit for pool {pool}: {risk}. Use conf/dagster.yaml as "
             f"$DAGSTER_HOME/dagster.yaml (or `dagster instance concurrency set {pool} 1`); see docs/dagster.md")
-    return {"pool": pool, "pool_limit": limit}
+    return {"pool": pool, "pool_limit": dg.MetadataValue.text("none" if limit is None else str(limit))}
 
 
 def build_landing_asset(spec: ChannelSpec, settings: OrchestrationSettings) -> dg.AssetsDefinition:
@@ -102,49 +97,42 @@ def _landing_metadata(run: Any, root: str, channel: str) -> dict[str, Any]:
     last = results[-1] if results else None
     return {
         "events": sum(r.events for r in results), "taken": sum(r.taken for r in results),
-        "bytes": sum(r.bytes for r in results), "files": sum(r.files for r in results),
+        "bytes": sum(r.bytes for r in results),
+        "files": dg.MetadataValue.text(str(sum(r.files for r in results))),  # a count per run: not plotted
         "batch_id": (last.batch_id if last else None) or "", "batch_ids": [r.batch_id for r in results if r.batch_id],
-        "take_transactions": len(results), "redelivered": sum(r.redelivered for r in results),
+        "take_transactions": dg.MetadataValue.text(str(len(results))),
+        "redelivered": sum(r.redelivered for r in results),
         "backlog_after": run.backlog_after, "source": run.route.description, "spark_started": run.spark_started,
         "root": dg.MetadataValue.path(f"{root}/{channel}"),
         "manifest": str((last.manifest_uri if last else None) or ""), "partitions": partitions}
 
 
-def hourly_partitions(settings: OrchestrationSettings) -> dg.HourlyPartitionsDefinition:
-    """Hourly partitions in ``settings.timezone``; the hour in progress is included (``end_offset=1``)
-    so that fresh data can be curated before the hour ends (re-running it later replaces it)."""
-    return dg.HourlyPartitionsDefinition(start_date=settings.partitions_start, timezone=settings.timezone,
-                                         end_offset=1)
-
-
-def _curated_metadata(results: dict[str, CuratedResult]) -> dict[str, Any]:
-    metadata: dict[str, Any] = {
-        "rows_by_partition": {k: r.rows for k, r in results.items()},
-        "duplicates_dropped": sum(r.duplicates_dropped for r in results.values())}
-    if len(results) == 1:  # one partition: the details of that hour
-        (result,) = results.values()
-        metadata.update(rows=result.rows, path=dg.MetadataValue.path(result.path), landed_dirs=result.source_dirs,
-                        window_utc=f"{result.window_utc[0]} .. {result.window_utc[1]}")
-    else:  # a range (a single-run backfill): every partition of it gets this metadata
-        metadata.update(rows_total=sum(r.rows for r in results.values()), paths=[r.path for r in results.values()])
-    return metadata
+def _partition_metadata(result: CuratedResult) -> dict[str, Any]:
+    """The metadata of one curated hour: its own rows, not those of the run's other hours."""
+    return {"rows": result.rows, "duplicates_dropped": result.duplicates_dropped,
+            "path": dg.MetadataValue.path(result.path), "landed_dirs": result.source_dirs,
+            "window_utc": f"{result.window_utc[0]} .. {result.window_utc[1]}"}
 
 
 def _build_partitions(context: dg.AssetExecutionContext, partitions: dg.HourlyPartitionsDefinition, channel: str,
                       landed_root: str, spark: SparkResource, curated_root: str) -> dict[str, CuratedResult]:
-    """Build every partition of the run (one key, or a backfill's range) in one Spark session."""
+    """Build every partition of the run (one key, or a backfill's range) in one Spark session;
+    each partition's materialization gets the metadata of its own hour."""
     results: dict[str, CuratedResult] = {}
     for key in context.partition_keys:
         window = partitions.time_window_for_partition_key(key)
         result = build_curated_partition(spark.session(), landed_root, curated_root, channel, window.start, window.end)
         context.log.info(f"partition {key}: {result.rows} rows from {len(result.source_dirs)} landed directories, "
                          f"{result.duplicates_dropped} duplicates dropped")
+        context.add_asset_metadata(_partition_metadata(result), partition_key=key)
         results[key] = result
     return results
 
 
-def build_curated_asset(spec: ChannelSpec, settings: OrchestrationSettings) -> dg.AssetsDefinition:
-    partitions = hourly_partitions(settings)
+def build_curated_asset(spec: ChannelSpec, settings: OrchestrationSettings,
+                        partitions: dg.HourlyPartitionsDefinition | None = None) -> dg.AssetsDefinition:
+    """The hourly curated table; ``partitions`` default: :func:`channel_partitions` of the channel."""
+    partitions = partitions or channel_partitions(spec, settings)
     pool = curated_pool_name(spec.name)
 
     with warnings.catch_warnings():  # BackfillPolicy is "beta" in Dagster 1.13; single_run is what Spark wants
@@ -160,6 +148,7 @@ def build_curated_asset(spec: ChannelSpec, settings: OrchestrationSettings) -> d
             pool_meta = _pool_metadata(context, pool, f"two runs of the same hour of channel {spec.name} could swap "
                                                       "its directory at the same time")
             results = _build_partitions(context, partitions, spec.name, landing.config().root, spark, curated.root)
-            return dg.MaterializeResult(metadata={**_curated_metadata(results), **pool_meta})
+            return dg.MaterializeResult(metadata={"hours_in_run": dg.MetadataValue.text(str(len(results))),
+                                                  **pool_meta})
 
     return curated_table

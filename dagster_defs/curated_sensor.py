@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from .assets import hourly_partitions
 from .curated import hour_of_landed_dir, partition_keys_for_hours
 from .naming import curated_key, curated_sensor_name, landed_key
+from .partitions import channel_partitions
 from .settings import ChannelSpec, OrchestrationSettings
 
 __all__ = ["build_curated_sensor", "landed_hours"]
@@ -47,10 +47,11 @@ def landed_hours(record: dg.EventLogRecord) -> list[str]:
     return [str(p) for p in value] if isinstance(value, list) else []
 
 
-def build_curated_sensor(spec: ChannelSpec, settings: OrchestrationSettings,
-                         job: dg.UnresolvedAssetJobDefinition) -> dg.SensorDefinition:
-    """The sensor of one channel; ``job`` builds that channel's curated partitions."""
-    partitions = hourly_partitions(settings)
+def build_curated_sensor(spec: ChannelSpec, settings: OrchestrationSettings, job: dg.UnresolvedAssetJobDefinition,
+                         partitions: dg.HourlyPartitionsDefinition | None = None) -> dg.SensorDefinition:
+    """The sensor of one channel; ``job`` builds that channel's curated partitions (``partitions``,
+    default :func:`channel_partitions`: the curated asset's)."""
+    partitions = partitions or channel_partitions(spec, settings)
 
     @dg.sensor(name=curated_sensor_name(spec.name), job=job, minimum_interval_seconds=settings.sensor_interval_seconds,
                default_status=dg.DefaultSensorStatus.RUNNING,
@@ -65,10 +66,13 @@ def build_curated_sensor(spec: ChannelSpec, settings: OrchestrationSettings,
             return dg.SensorResult(skip_reason=f"channel {spec.name}: no landing since the last evaluation "
                                                f"(cursor {context.cursor or 'none'})")
         wanted: dict[str, _Landing] = {}  # partition -> the latest landing that wrote into it
+        early: set[str] = set()  # landed hours before the first partition
         for record in records:
             hours = [h for h in map(hour_of_landed_dir, landed_hours(record)) if h is not None]
             for key in partition_keys_for_hours(partitions, hours):
                 wanted[key] = _Landing(record.storage_id, record.timestamp)
+            first = partitions.start.timestamp()
+            early |= {h.to_iso8601_string() for h in hours if h.add(hours=1).timestamp() <= first}
         requests, current = [], []
         for key, landing in wanted.items():
             if _curated_after(context.instance, curated_key(spec.name), key, landing.timestamp):
@@ -80,13 +84,21 @@ def build_curated_sensor(spec: ChannelSpec, settings: OrchestrationSettings,
         cursor = str(records[-1].storage_id)
         summary = (f"channel {spec.name}: {len(records)} landings up to storage id {cursor}: request "
                    f"{[r.partition_key for r in requests]}" + (f", already curated after them: {current}"
-                                                               if current else ""))
+                                                               if current else "") + _before_start(early, partitions))
         if not requests:
             return dg.SensorResult(skip_reason=summary, cursor=cursor)
         context.log.info(summary)
         return dg.SensorResult(run_requests=requests, cursor=cursor)
 
     return curated_sensor
+
+
+def _before_start(hours: set[str], partitions: dg.HourlyPartitionsDefinition) -> str:
+    if not hours:
+        return ""
+    return (f"; landed hours (UTC) before the first curated partition {partitions.start.isoformat()}: "
+            f"{sorted(hours)}: reload the code location (partitions_start = auto then starts at the earliest "
+            "landed hour) or set [dagster] partitions_start earlier")
 
 
 def _curated_after(instance: dg.DagsterInstance, key: dg.AssetKey, partition: str, landed_at: float) -> bool:

@@ -31,8 +31,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-
+from ingest_toolkit.cli_common import output_console
 from ingest_toolkit.errors import IngestError
 
 from .demo_pipeline import Outcome, check_table, run_pipeline
@@ -52,7 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-console = Console(soft_wrap=True)  # long paths stay on one line when piped
+console = output_console()  # piped: nothing wraps, so no check name or path is broken mid-word
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:

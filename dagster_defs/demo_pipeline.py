@@ -13,9 +13,9 @@ from rich.table import Table
 
 from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
 
-from .assets import hourly_partitions
 from .curated import hour_of_landed_dir, partition_keys_for_hours
 from .naming import checks_job_name, curated_job_name, curated_op_name, landing_job_name, landing_op_name
+from .partitions import hourly_partitions
 from .settings import ChannelSpec, OrchestrationSettings
 from .storage import Location, local_path, locate
 
@@ -143,8 +143,8 @@ def _checks(defs: dg.Definitions, instance: dg.DagsterInstance, spec: ChannelSpe
 
 def check_table(rows: list[CheckRow]) -> Table:
     table = Table(title="asset checks", show_lines=False)
-    for column in ("asset", "check", "result", "what it saw"):
-        table.add_column(column, overflow="fold")
+    for column in ("asset", "check", "result", "what it saw"):  # names never wrap; the text wraps at words
+        table.add_column(column, no_wrap=column != "what it saw")
     for row in sorted(rows, key=lambda r: (r.asset, r.name)):
         verdict = "[green]passed[/]" if row.passed else (
             "[yellow]WARN[/]" if row.severity == "WARN" else "[red]FAILED[/]")

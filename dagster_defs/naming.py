@@ -1,4 +1,11 @@
-"""Names of the per-channel definitions, in one place so that tests, the demo and docs agree."""
+"""Names of the per-channel definitions, in one place so that tests, the demo and docs agree.
+
+Asset keys name the channel *and* the stage in one component (``events_channel``,
+``events_landed``, ``events_curated``): the asset graph labels a node with the last component of
+its key, and keys like ``landed/events`` showed three nodes called ``events``. The stage is also
+the asset's group (``channels``, ``landing``, ``curated``), and the op of an asset is named like
+its key (run configuration goes under ``ops: {events_landed: ...}``).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,7 @@ import dagster as dg
 
 __all__ = ["channel_key", "checks_job_name", "curated_job_name", "curated_key", "curated_op_name",
            "curated_pool_name", "curated_sensor_name", "ident", "landed_key", "landing_job_name", "landing_op_name",
-           "landing_pool_name", "landing_sensor_name"]
+           "landing_pool_name", "landing_sensor_name", "observer_sensor_name"]
 
 
 def ident(channel: str) -> str:
@@ -17,16 +24,18 @@ def ident(channel: str) -> str:
 
 
 def channel_key(channel: str) -> dg.AssetKey:
-    """The channel itself: an external asset the agent fills; channel checks attach to it."""
-    return dg.AssetKey(["channel", ident(channel)])
+    """The channel itself: an observable source asset the agent fills; channel checks attach to it."""
+    return dg.AssetKey([f"{ident(channel)}_channel"])
 
 
 def landed_key(channel: str) -> dg.AssetKey:
-    return dg.AssetKey(["landed", ident(channel)])
+    """The landed table (Parquet by event date/hour) of the channel."""
+    return dg.AssetKey([f"{ident(channel)}_landed"])
 
 
 def curated_key(channel: str) -> dg.AssetKey:
-    return dg.AssetKey(["curated", ident(channel)])
+    """The hourly curated table of the channel."""
+    return dg.AssetKey([f"{ident(channel)}_curated"])
 
 
 def landing_op_name(channel: str) -> str:
@@ -54,6 +63,11 @@ def landing_sensor_name(channel: str) -> str:
 
 def curated_sensor_name(channel: str) -> str:
     return f"curated_sensor_{ident(channel)}"
+
+
+def observer_sensor_name(channel: str) -> str:
+    """The sensor that records the channel's state as observations of its asset."""
+    return f"channel_observer_{ident(channel)}"
 
 
 def landing_job_name(channel: str) -> str:

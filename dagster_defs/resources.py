@@ -19,10 +19,10 @@ When each is read:
   its configuration, in the run's process. Setting one where runs execute is enough.
 * ``INGEST_DAGSTER__*``: by the orchestration settings, when the definitions load (the code
   server and each run process, which inherit the same environment under ``dg dev``).
-* :func:`env_or` additionally puts the variable into the resource's configuration as
-  :class:`dagster.EnvVar` *when it is set where the definitions load*, so the UI shows where
-  the value comes from; when it is not set there, the field stays empty and the loaders above
-  still apply the variable at run time. Nothing depends on the two being decided alike.
+* the resources' fields hold the values in effect when the definitions load (the file's, so the
+  UI's resource page shows them), and :func:`env_or` puts a variable set there into them as
+  :class:`dagster.EnvVar`, so the UI shows where the value comes from. A run loads the
+  definitions again in its own process, with its own environment.
 """
 
 from __future__ import annotations

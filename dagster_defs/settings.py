@@ -22,8 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ingest_toolkit.errors import ConfigError
-from ingest_toolkit.settings import env_overrides, load_table, validation_problems
+from ingest_toolkit.settings import env_overrides, env_variables, invalid_settings, load_table, validation_problems
 
 __all__ = ["ChannelSpec", "OrchestrationSettings", "conf_dir", "load_orchestration_settings"]
 
@@ -60,11 +59,12 @@ class OrchestrationSettings(BaseModel):
     sensor_interval_seconds: int = Field(30, ge=5)
     sensor_max_retries: int = Field(3, ge=0)  # a failed landing of a state is requested again at most this often
     sensor_retry_seconds: float = Field(60.0, ge=0)  # ... each this long after the failed run ended
+    observe_interval_seconds: int = Field(60, ge=30)  # the channel observer sensor records one observation this often
     # Schedule: drain every channel periodically, whatever the thresholds say.
     drain_cron: str = "*/30 * * * *"
     # Curated, hourly partitioned tables.
     timezone: str = "UTC"
-    partitions_start: str = "2026-01-01-00:00"
+    partitions_start: str = "auto"  # "auto": the earliest landed hour (or today); else "YYYY-MM-DD-HH:mm"
     curated_root: str = "var/curated"
     # Landing runs: land_once calls per run (each one take transaction), stopping early when empty.
     batches_per_run: int = Field(1, ge=1)
@@ -75,6 +75,7 @@ class OrchestrationSettings(BaseModel):
     backlog_warn_fraction: float = Field(0.8, gt=0, le=1)
     landing_only_taker: bool = True
     checkpoint_wait_seconds: float = Field(0.0, ge=0)
+    runbook_url: str = ""  # where docs/runbook.md is served; checks link <runbook_url>#<check> ("": the local file)
 
     @field_validator("timezone")
     @classmethod
@@ -98,5 +99,6 @@ def load_orchestration_settings(path: Path | None = None) -> OrchestrationSettin
     try:
         return OrchestrationSettings(**{**defaults_from_dir, **values})
     except ValidationError as err:
-        key, msg = validation_problems(err)[0]
-        raise ConfigError(f"invalid [dagster] settings in {path}: dagster.{key}: {msg}", key=f"dagster.{key}") from None
+        problems = [(f"dagster.{key}", msg) for key, msg in validation_problems(err)]
+        raise invalid_settings("[dagster] settings", problems, source=path if path.exists() else None,
+                               env=env_variables("dagster")) from None

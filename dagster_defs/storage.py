@@ -37,6 +37,13 @@ class Location:
     def is_dir(self) -> bool:
         return bool(self.fs.get_file_info(self.path).type == pafs.FileType.Directory)
 
+    def subdirs(self) -> list[str]:
+        """Names of the directories directly below (none when this is not a directory)."""
+        if not self.is_dir():
+            return []
+        infos = self.fs.get_file_info(pafs.FileSelector(self.path, recursive=False))
+        return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
+
     def files(self, suffix: str = ".parquet") -> list[str]:
         """Paths (for pyarrow) of the data files below, hidden and staging entries skipped."""
         if not self.is_dir():

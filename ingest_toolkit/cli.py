@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,30 +17,22 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from .channel import Event, FileChannel, tools
+from .channel.checkpoint import read_checkpoint_meta
 from .channel.config import ChannelConfig
 from .channel.lock import lock_holder
 from .channel.tools import render
 from .channel.tools.common import PhaseProgress
 from .channel_conf import DEFAULT_AGENT_CONF, find_channel
-from .errors import ConfigError, IngestError
+from .cli_common import OneLineErrors, output_console, verbose_option
+from .errors import ConfigError
 from .settings import load_channel_settings
 
 __all__ = ["main"]
 
-console = Console()
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-class _Group(click.Group):
-    """Shows toolkit errors as one clear line (exit code 1) instead of a traceback."""
-
-    def invoke(self, ctx: click.Context) -> object:
-        try:
-            return super().invoke(ctx)
-        except IngestError as err:
-            raise click.ClickException(f"{type(err).__name__}: {err}") from err
-
-
-@click.group(cls=_Group)
+@click.group(cls=OneLineErrors)
 @click.version_option(package_name="ingest-toolkit")
 def main() -> None:
     """Durable batch ingestion: file channel, collectors, Spark landing."""
@@ -50,6 +41,7 @@ def main() -> None:
 @main.command()
 @click.option("--conf", "conf_path", type=click.Path(dir_okay=False, path_type=Path),
               default=Path("conf/channel.toml"), show_default=True, help="Channel settings (TOML).")
+@verbose_option
 @click.option("--events", default=200_000, show_default=True, help="Events to put and take.")
 @click.option("--batch", default=1000, show_default=True, help="Events per transaction.")
 @click.option("--event-size", default=256, show_default=True, help="Body size in bytes.")
@@ -69,7 +61,7 @@ def demo(conf_path: Path, events: int, batch: int, event_size: int, fresh: bool)
             shutil.rmtree(directory, ignore_errors=True)
     table = Table(title=f"file channel demo ({events} events of {event_size} B, batches of {batch})")
     for column in ("step", "events", "seconds", "events/s", "detail"):
-        table.add_column(column, justify="right" if column != "step" else "left")
+        table.add_column(column, justify="right" if column != "step" else "left", no_wrap=column == "step")
 
     started = time.perf_counter()
     channel = FileChannel(**settings)
@@ -78,16 +70,20 @@ def demo(conf_path: Path, events: int, batch: int, event_size: int, fresh: bool)
     _row(table, "put (fsync per commit)", events, started, f"{stats['fsyncs']} fsyncs")
     channel.close()
 
+    start = read_checkpoint_meta(config.checkpoint_dir)  # what the reopen can recover from
     started = time.perf_counter()
     channel = FileChannel(**settings)
     replayed = channel.replay_stats
-    _row(table, "reopen (full replay)", len(channel), started,
-         f"{replayed.segments} segments, {replayed.frames} frames")
+    how = ("full replay" if start is None or channel.checkpoint_problem is not None else
+           f"checkpoint #{start.checkpoint_id}" + (" + replay" if replayed.frames else ", nothing to replay"))
+    _row(table, f"reopen ({how})", len(channel), started,
+         f"{replayed.segments} segments, {replayed.frames:,} frames replayed")
 
     started = time.perf_counter()
     taken = _take_all(channel, batch, first_seq)
     _row(table, "take (in order, verified)", taken, started, f"{len(channel)} left")
     channel.close()
+    console = output_console()
     console.print(table)
     console.print(f"channel directories: {config.checkpoint_dir}, {', '.join(config.data_dirs)}")
 
@@ -120,7 +116,6 @@ def _row(table: Table, step: str, n: int, started: float, detail: str) -> None:
 
 
 # -- operator tools -------------------------------------------------------------------------
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 @main.group("channel")
@@ -140,6 +135,7 @@ def _channel_options(command: F) -> F:
         click.option("--data-dir", "data_dirs", multiple=True, type=click.Path(file_okay=False),
                      help="...and each of its data directories (repeat the option)."),
         click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON document."),
+        verbose_option,
     ]
     for option in reversed(options):
         command = option(command)
@@ -166,11 +162,6 @@ def _directories(checkpoint_dir: str | None, data_dirs: tuple[str, ...], conf_pa
         raise ConfigError(f"{named.origin}: directory {missing} does not exist, so the channel was never created "
                           "(it is when the agent first opens it)", key="checkpoint_dir")
     return named.directories[0], named.directories[1:]
-
-
-def _tool_console() -> Console:
-    """Wide output when piped, so that paths in tables are not wrapped."""
-    return Console() if sys.stdout.isatty() else Console(width=200)
 
 
 def _print_json(document: dict[str, Any]) -> None:
@@ -207,7 +198,7 @@ def channel_inspect(conf_path: Path | None, channel_name: str | None, checkpoint
     if as_json:
         _print_json(report.to_json())
     else:
-        render.print_inspect(_tool_console(), report)
+        render.print_inspect(output_console(), report)
 
 
 @channel_group.command("verify")
@@ -222,7 +213,7 @@ def channel_verify(conf_path: Path | None, channel_name: str | None, checkpoint_
     if as_json:
         _print_json(report.to_json())
     else:
-        render.print_verify(_tool_console(), report)
+        render.print_verify(output_console(), report)
     if not report.ok:
         raise SystemExit(1)
 
@@ -244,7 +235,7 @@ def channel_repair(conf_path: Path | None, channel_name: str | None, checkpoint_
     if as_json:
         _print_json(report.to_json())
     else:
-        render.print_repair(_tool_console(), report)
+        render.print_repair(output_console(), report)
 
 
 # Subsystem commands live beside their code; imported last so their modules may import this one.

@@ -69,15 +69,23 @@ class ChannelFullError(TransientError):
 
 
 class DiskSpaceError(TransientError):
-    def __init__(self, *, path: str, free_bytes: int, needed_bytes: int, min_free_bytes: int) -> None:
+    """``queued``: events in the channel when the write was refused (None: unknown). Draining
+    frees space only when there is something to drain, so the advice depends on it."""
+
+    def __init__(self, *, path: str, free_bytes: int, needed_bytes: int, min_free_bytes: int,
+                 queued: int | None = None) -> None:
+        if queued == 0:
+            advice = ("The channel is empty, so draining it frees nothing: free space on that volume (other "
+                      "files), move data_dirs to a larger one, or lower min_free_bytes, then retry")
+        else:
+            advice = ("Free space on that volume, or drain the channel (takes keep working; drained segments "
+                      "are deleted at the next checkpoint), then retry")
         super().__init__(
             f"not enough disk space in {path}: {free_bytes} bytes free, {needed_bytes} needed "
-            f"and {min_free_bytes} must stay free (min_free_bytes); nothing was written. "
-            "Free space on that volume, or drain the channel (takes keep working; drained segments "
-            "are deleted at the next checkpoint), then retry"
+            f"and {min_free_bytes} must stay free (min_free_bytes); nothing was written. {advice}"
         )
         self.path, self.free_bytes = path, free_bytes
-        self.needed_bytes, self.min_free_bytes = needed_bytes, min_free_bytes
+        self.needed_bytes, self.min_free_bytes, self.queued = needed_bytes, min_free_bytes, queued
 
 
 class ChannelError(IngestError):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,8 @@ from pydantic import ValidationError
 
 from .errors import ConfigError
 
-__all__ = ["env_overrides", "load_channel_settings", "load_table", "read_toml", "validation_problems"]
+__all__ = ["env_overrides", "env_variables", "invalid_settings", "load_channel_settings", "load_table",
+           "problem_message", "read_toml", "validation_problems"]
 
 
 def read_toml(path: Path, key: str) -> dict[str, Any]:
@@ -39,7 +41,13 @@ def load_table(path: Path, table: str) -> dict[str, Any]:
 
 
 def load_channel_settings(path: Path) -> dict[str, Any]:
-    return load_table(path, "channel")
+    """The ``[channel]`` table of ``path`` with its environment overrides, validated: a problem is
+    a ConfigError naming the file (or the variable that set the value) and the key."""
+    from .channel.config import ChannelConfig  # the channel package imports this module
+
+    values = load_table(path, "channel")
+    ChannelConfig.validate_table(values, source=path, env=env_variables("channel"))
+    return values
 
 
 def env_overrides(table: str) -> dict[str, Any]:
@@ -53,7 +61,48 @@ def env_overrides(table: str) -> dict[str, Any]:
     return found
 
 
+def env_variables(table: str) -> dict[str, str]:
+    """``{"<table>.<key>": variable name}`` of the ``INGEST_<TABLE>__<KEY>`` variables set now:
+    an error about such a key names the variable, not the file."""
+    prefix = f"INGEST_{table.upper()}__"
+    return {f"{table}.{name[len(prefix):].lower()}": name for name in os.environ if name.startswith(prefix)}
+
+
+def problem_message(kind: str, msg: str) -> str:
+    """A pydantic problem in the toolkit's wording ("unknown key", "field required", "must be > 0")."""
+    if kind == "missing":
+        return "field required"
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "greater_than_equal" and "1" in msg.split()[-1:]:
+        return "must be > 0"
+    msg = msg.removeprefix("Value error, ")
+    return msg[:1].lower() + msg[1:]
+
+
 def validation_problems(err: ValidationError) -> list[tuple[str, str]]:
-    """``(dotted key path, message)`` of every problem pydantic found, without its "Value error, "
-    prefix; the path is empty for a problem of the whole table."""
-    return [(".".join(str(part) for part in e["loc"]), e["msg"].removeprefix("Value error, ")) for e in err.errors()]
+    """``(dotted key path, message)`` of every problem pydantic found, in the toolkit's wording
+    (:func:`problem_message`); the path is empty for a problem of the whole table."""
+    return [(".".join(str(part) for part in e["loc"]), problem_message(e["type"], e["msg"])) for e in err.errors()]
+
+
+def invalid_settings(what: str, problems: list[tuple[str, str]], *, source: str | os.PathLike[str] | None = None,
+                     env: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None) -> ConfigError:
+    """One ConfigError for every problem, each naming its key; a value that an environment
+    variable set (``env``: key -> variable name, values read from ``environ``, default the
+    process's) names that variable and its value instead of blaming the file. ``key`` is the
+    first problem's key."""
+    env, environ = env or {}, os.environ if environ is None else environ
+    parts = []
+    for key, msg in problems:
+        variable = env.get(key)
+        if variable is None:
+            parts.append(f"{key}: {msg}")
+        else:
+            parts.append(f"{key}: {msg} (the value {environ.get(variable, '')!r} comes from the environment "
+                         f"variable {variable}: fix or unset it)")
+    if problems and all(key in env for key, _msg in problems):
+        where = " (environment override)"
+    else:
+        where = f" in {source}" if source is not None else ""
+    return ConfigError(f"invalid {what}{where}: " + "; ".join(parts), key=problems[0][0] if problems else None)

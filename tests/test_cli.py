@@ -148,3 +148,48 @@ def test_channel_tools_still_take_directories_or_a_channel_settings_file(tmp_pat
     result = CliRunner().invoke(main, ["channel", "inspect", "--checkpoint-dir", str(tmp_path / "nowhere"),
                                        "--data-dir", str(tmp_path / "d1")])
     assert result.exit_code == 1 and "--checkpoint-dir" in result.output
+
+
+def test_invalid_environment_override_names_the_variable_not_the_file(tmp_path: Path) -> None:
+    """INGEST_AGENT__GRPC__PORT=abc used to be reported as a problem of conf/agent.toml."""
+    conf = tmp_path / "agent.toml"
+    conf.write_text(f'[agent]\nstate_dir = "{tmp_path / "state"}"\n[channels.events]\n'
+                    f'checkpoint_dir = "{tmp_path / "cp"}"\ndata_dirs = ["{tmp_path / "data"}"]\n')
+    result = CliRunner().invoke(main, ["agent", "--conf", str(conf), "--check"],
+                                env={"INGEST_AGENT__GRPC__PORT": "abc"})
+    assert result.exit_code == 1
+    line = result.output.strip()
+    assert "\n" not in line and "INGEST_AGENT__GRPC__PORT" in line and "'abc'" in line, line
+    assert "agent.grpc.port" in line and str(conf) not in line, line
+    landing = tmp_path / "landing.toml"
+    landing.write_text(f'[landing]\nroot = "{tmp_path / "land"}"\n')
+    result = CliRunner().invoke(main, ["land", "--conf", str(landing), "--channel", "events"],
+                                env={"INGEST_LANDING__MAX_EVENTS": "many"})
+    assert result.exit_code == 1 and "INGEST_LANDING__MAX_EVENTS" in result.output, result.output
+
+
+def test_landing_and_channel_settings_errors_use_the_toolkit_wording_and_name_the_file(tmp_path: Path) -> None:
+    """"unknown key" and the file, as the agent's configuration says it, not pydantic's "Extra
+    inputs are not permitted" without a file."""
+    landing = tmp_path / "landing.toml"
+    landing.write_text(f'[landing]\nroot = "{tmp_path / "land"}"\nmax_event = 10\n')
+    result = CliRunner().invoke(main, ["land", "--conf", str(landing), "--channel", "events"])
+    assert result.exit_code == 1
+    assert f"in {landing}: landing.max_event: unknown key" in result.output, result.output
+    channel = _conf(tmp_path)
+    channel.write_text(channel.read_text() + "capacity_limit = 5\n")
+    for args in (["demo", "--conf", str(channel)], ["channel", "inspect", "--conf", str(channel)]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 1
+        assert f"in {channel}: channel.capacity_limit: unknown key" in result.output, (args, result.output)
+
+
+def test_demo_table_piped_keeps_names_whole_and_names_the_reopen_for_what_it_was(tmp_path: Path) -> None:
+    """Without a terminal the table was cut at 80 columns ("take (in order," / "verified)" on two
+    lines), and a reopen that read the checkpoint and replayed no frame was called "full replay"."""
+    result = CliRunner().invoke(main, ["demo", "--conf", str(_conf(tmp_path)), "--events", "3000"])
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if line.startswith("│")]
+    assert [row.split("│")[1].strip() for row in rows] == [
+        "put (fsync per commit)", "reopen (checkpoint #1, nothing to replay)", "take (in order, verified)"], rows
+    assert "full replay" not in result.output and "0 frames replayed" in rows[1]

@@ -94,13 +94,14 @@ def taken_from_checkpoint(spec: ChannelSpec, newest_manifest_ns: int, wait_s: fl
 
 
 def check_reconcile(table_uri: str, totals: ManifestTotals, taken: TakenCount | None,
-                    spark: Any = None) -> dg.AssetCheckResult:
+                    spark: Any = None, *, unavailable: str | None = None) -> dg.AssetCheckResult:
     """Manifest events == landed rows, and == takes_committed when ``taken`` is given (the landing
-    is the channel's only taker)."""
+    is the channel's only taker). ``unavailable``: why takes_committed, which had to be judged,
+    could not be read (an agent that does not answer): the check fails with that reason."""
     scan = scan_event_ids(locate(table_uri, spark))
     metadata: dict[str, Any] = {"manifest_batches": totals.batches, "manifest_events": totals.events,
                                    "landed_rows": scan.rows, "landed_files": scan.files}
-    problems = []
+    problems = [unavailable] if unavailable else []
     if totals.events != scan.rows:
         problems.append(f"manifests record {totals.events} events but the landed table holds {scan.rows} rows")
     note = ""

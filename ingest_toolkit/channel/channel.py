@@ -115,6 +115,7 @@ class FileChannel:
         self._next_log_id = recovered.next_log_id
         self._checkpoint_id = recovered.last_checkpoint_id
         self._puts_total, self._takes_total = result.puts_committed, result.takes_committed
+        self._totals_at_open = (self._puts_total, self._takes_total)  # for the counters since open
         self._marks: deque[tuple[int, int]] = deque(recovered.marks)
         self._tags = result.tags
         self._write_gen = self._synced_gen = 0
@@ -131,14 +132,15 @@ class FileChannel:
     def _new_writer(self, *, draining: bool = False) -> SegmentWriter:
         log_id = self._next_log_id
         directory = self.config.data_dirs[log_id % len(self.config.data_dirs)]
+        preallocate = min(self.config.preallocate_bytes, self.config.max_file_size - fmt.SEGMENT_HEADER_SIZE)
         if not draining:
-            self._check_space(directory, self.config.preallocate_bytes + fmt.SEGMENT_HEADER_SIZE)
+            self._check_space(directory, preallocate + fmt.SEGMENT_HEADER_SIZE)
         try:
-            writer = SegmentWriter.create(self._fs, directory, log_id, self.channel_id,
-                                          self.config.preallocate_bytes)
+            writer = SegmentWriter.create(self._fs, directory, log_id, self.channel_id, preallocate,
+                                          self.config.max_file_size)
         except OSError as err:
             if err.errno == errno.ENOSPC:
-                raise self._disk_full(directory, self.config.preallocate_bytes) from err
+                raise self._disk_full(directory, preallocate) from err
             raise
         self._next_log_id += 1
         self._paths[log_id] = writer.path
@@ -198,8 +200,10 @@ class FileChannel:
                               for lid, p in sorted(self._paths.items())},
                 "writing": self._writer.log_id,
                 "next_seq": self._seq,
-                "puts_committed": self._puts_total,
+                "puts_committed": self._puts_total,  # over the channel's life (restored by recovery)
                 "takes_committed": self._takes_total,
+                "puts_since_open": self._puts_total - self._totals_at_open[0],  # like commits and fsyncs
+                "takes_since_open": self._takes_total - self._totals_at_open[1],
                 "checkpoint_id": self._checkpoint_id,
                 "tags": len(self._tags),
             }
@@ -535,7 +539,8 @@ class FileChannel:
 
     def _disk_full(self, directory: str, needed: int) -> DiskSpaceError:
         return DiskSpaceError(path=directory, free_bytes=self._fs.free_bytes(directory),
-                              needed_bytes=needed, min_free_bytes=self.config.min_free_bytes)
+                              needed_bytes=needed, min_free_bytes=self.config.min_free_bytes,
+                              queued=len(self._queue) if hasattr(self, "_queue") else None)
 
     def _write_error(self, directory: str, needed: int, err: OSError) -> Exception:
         if err.errno == errno.ENOSPC:

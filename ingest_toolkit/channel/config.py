@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from ..errors import ConfigError
-from ..settings import validation_problems
-from . import format as fmt
+from ..settings import invalid_settings, validation_problems
 
 __all__ = ["ChannelConfig", "Durability"]
 
@@ -72,8 +72,11 @@ class ChannelConfig(BaseModel):
     @classmethod
     def _fits_segment(cls, value: int, info: ValidationInfo) -> int:
         file_size = info.data.get("max_file_size")
-        if file_size is not None and value > (file_size - fmt.SEGMENT_HEADER_SIZE) // 4:
-            raise ValueError(f"max_event_size ({value}) must be at most a quarter of max_file_size ({file_size})")
+        # A quarter keeps at least four of the largest events per segment; the PUT frame of an
+        # event of exactly that size (+ FRAME_OVERHEAD) fits a segment with room to spare.
+        if file_size is not None and value > file_size // 4:
+            raise ValueError(f"max_event_size ({value}) must be at most a quarter of max_file_size ({file_size}), "
+                             f"i.e. at most {file_size // 4}")
         return value
 
     @classmethod
@@ -83,5 +86,15 @@ class ChannelConfig(BaseModel):
             return cls(**values)
         except ValidationError as err:
             problems = [(key or "channel", msg) for key, msg in validation_problems(err)]
-            raise ConfigError(f"invalid channel configuration: {'; '.join(f'{k}: {m}' for k, m in problems)}",
-                              key=problems[0][0]) from None
+            raise invalid_settings("channel configuration", problems) from None
+
+    @classmethod
+    def validate_table(cls, values: dict[str, Any], *, source: str | os.PathLike[str],
+                       env: Mapping[str, str]) -> ChannelConfig:
+        """Validate the ``[channel]`` table of the file ``source``: the error names the file, each
+        key as ``channel.<key>``, and the variable of a value from the environment (``env``)."""
+        try:
+            return cls(**values)
+        except ValidationError as err:
+            problems = [(f"channel.{key}" if key else "channel", msg) for key, msg in validation_problems(err)]
+            raise invalid_settings("channel configuration", problems, source=source, env=env) from None

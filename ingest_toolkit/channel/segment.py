@@ -68,7 +68,7 @@ class SegmentWriter:
     """Appends frames to one segment; the channel's lock serialises every call."""
 
     def __init__(self, fs: FileSystem, path: str, file: File, log_id: int,
-                 channel_id: bytes, preallocate: int) -> None:
+                 channel_id: bytes, preallocate: int, limit: int = 0) -> None:
         self.fs, self.path, self.file, self.log_id = fs, path, file, log_id
         self.directory = os.path.dirname(path)
         self.channel_id = channel_id
@@ -78,15 +78,19 @@ class SegmentWriter:
         self.last_seq = 0
         self._allocated = 0
         self._preallocate = preallocate
+        self._limit = limit  # the segment's maximum size (max_file_size); 0: none
         self.sealed = False
 
     @classmethod
     def create(cls, fs: FileSystem, directory: str, log_id: int, channel_id: bytes,
-               preallocate: int) -> SegmentWriter:
-        """Create ``log-<id>`` with its header durable (file, contents and directory entry)."""
+               preallocate: int, limit: int = 0) -> SegmentWriter:
+        """Create ``log-<id>`` with its header durable (file, contents and directory entry).
+
+        ``preallocate``: bytes reserved ahead of the writes; never past ``limit`` (the segment's
+        ``max_file_size``), so a small segment is not inflated by a larger preallocation."""
         path = segment_path(directory, log_id)
         file = fs.create(path)
-        writer = cls(fs, path, file, log_id, channel_id, preallocate)
+        writer = cls(fs, path, file, log_id, channel_id, preallocate, limit)
         try:
             file.pwrite(fmt.encode_segment_header(log_id, channel_id, time.time_ns()), 0)
             writer._allocated = fmt.SEGMENT_HEADER_SIZE
@@ -115,6 +119,8 @@ class SegmentWriter:
         end = self.position + length
         if self._preallocate and end > self._allocated:
             chunk = max(self._preallocate, end - self._allocated)
+            if self._limit:  # never beyond the segment's size; what the write needs always
+                chunk = max(end - self._allocated, min(chunk, self._limit - self._allocated))
             self.file.allocate(self._allocated, chunk)
             self._allocated += chunk
 

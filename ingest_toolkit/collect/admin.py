@@ -1,8 +1,9 @@
 """The agent's admin HTTP endpoint: health, Prometheus metrics, status.
 
-* ``GET /healthz``: 200 ``{"status": "ok"}`` when every channel is open and usable and every
-  source is running; otherwise 503 ``{"status": "unhealthy", "reasons": [...]}``. Never needs a
-  token (load balancers and probes call it).
+* ``GET /healthz``: 200 ``{"status": "ok"}`` when every channel is open, usable and can take
+  puts, and every source is running; otherwise 503 ``{"status": "unhealthy" | "degraded",
+  "reasons": [...]}`` (``degraded``: everything runs, but a channel refuses puts for lack of disk
+  space). Never needs a token (load balancers and probes call it).
 * ``GET /metrics``: Prometheus text format 0.0.4 (see :mod:`ingest_toolkit.collect.metrics`).
 * ``GET /status``: a JSON document (channels' stats, sources' stats, bound ports).
 
@@ -39,8 +40,8 @@ PATHS = ("/healthz", "/metrics", "/status")
 class AgentView(Protocol):
     """What the admin endpoint needs from the agent."""
 
-    def health(self) -> list[str]:
-        """Reasons the agent is unhealthy; empty when healthy."""
+    def health_report(self) -> tuple[str, list[str]]:
+        """``(status, reasons)``: ``ok`` with no reasons, else ``degraded`` or ``unhealthy``."""
         ...
 
     def metrics_text(self) -> str: ...
@@ -77,8 +78,8 @@ def _handler(agent: AgentView, token: str | None) -> type[ConnectionHandler]:
         def do_GET(self) -> None:  # noqa: N802 (the http.server naming)
             path = self.path.split("?", 1)[0]
             if path == "/healthz":
-                reasons = agent.health()
-                body = {"status": "unhealthy", "reasons": reasons} if reasons else {"status": "ok"}
+                status, reasons = agent.health_report()
+                body = {"status": status, "reasons": reasons} if reasons else {"status": "ok"}
                 self._send(HTTPStatus.SERVICE_UNAVAILABLE if reasons else HTTPStatus.OK, _json(body))
             elif not self._authenticated(path):
                 self._send(HTTPStatus.UNAUTHORIZED, _json({"error": "missing or wrong bearer token"}),

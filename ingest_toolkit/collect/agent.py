@@ -28,19 +28,22 @@ from pathlib import Path
 from typing import Any
 
 from ..channel import Event, EventColumns, FileChannel
-from ..channel.checkpoint import CheckpointInvalid, read_checkpoint_meta
 from ..channel.fs import OsFileSystem, write_atomic
 from ..channel.lock import DirectoryLock
-from ..errors import ChannelError, ChannelLockedError, ConfigError
+from ..errors import ChannelError, ChannelLockedError, ConfigError, DiskSpaceError
 from ..rpc.server import AgentService, RunningServer, start_server
 from ..security import SecuritySettings, load_token
+from ..settings import invalid_settings
 from .admin import AdminServer
+from .agent_metrics import channel_families, safe_stats, source_families, source_problem
 from .config import AgentConfig
 from .interceptors import Interceptor, build_interceptors
 from .metrics import MetricsRegistry, Sample, render
 from .pipeline import Pipeline, PutResult
+from .preflight import directory_problems
 from .selectors import ReplicatingSelectorSettings, Selector, build_selector
 from .sources import Source, build_source
+from .writability import Writability
 
 __all__ = ["Agent", "AgentLockedError", "MeteredPipeline"]
 
@@ -56,7 +59,7 @@ def _version() -> str:
 
 __version__ = _version()
 
-Family = tuple[str, str, str, list[Sample]]
+Family = tuple[str, str, str, list[Sample]]  # name, type, help, samples
 
 
 class AgentLockedError(ChannelLockedError):
@@ -72,9 +75,10 @@ class MeteredPipeline(Pipeline):
     """A :class:`Pipeline` that records every ``put_batch`` (duration, events, errors) in the registry."""
 
     def __init__(self, channels: Mapping[str, FileChannel], *, selector: Selector,
-                 interceptors: Sequence[Interceptor], name: str, metrics: MetricsRegistry) -> None:
+                 interceptors: Sequence[Interceptor], name: str, metrics: MetricsRegistry,
+                 writability: Writability | None = None) -> None:
         super().__init__(channels, selector=selector, interceptors=interceptors, name=name)
-        self._metrics = metrics
+        self._metrics, self._writability = metrics, writability
 
     def put_batch(self, events: Sequence[Event] | EventColumns, *, batch_id: str | None = None,
                   channel: str | None = None) -> PutResult:
@@ -83,9 +87,13 @@ class MeteredPipeline(Pipeline):
             result = super().put_batch(events, batch_id=batch_id, channel=channel)
         except Exception as err:
             self._metrics.record_error(self.name, type(err).__name__)
+            if isinstance(err, DiskSpaceError) and self._writability is not None:
+                self._writability.refused(err)  # a rate-limited WARNING, and health degraded
             raise
         self._metrics.record_put(self.name, events=0 if result.duplicate else result.accepted,
                                  seconds=time.perf_counter() - started, duplicate=result.duplicate)
+        if self._writability is not None:
+            self._writability.accepted(result.channels)
         return result
 
 
@@ -96,6 +104,7 @@ class Agent:
         self.config = config
         self.metrics = MetricsRegistry()
         self.channels: dict[str, FileChannel] = {}
+        self.writability = Writability(self.channels)  # sees the channels as they are opened
         self.sources: dict[str, Source] = {}
         self.grpc: RunningServer | None = None
         self.service: AgentService | None = None
@@ -133,8 +142,12 @@ class Agent:
         self._write_ports_file()
 
     def _preflight(self) -> str | None:
-        """Load every token and read every TLS file now: a missing one is a ConfigError before anything
-        was opened or bound. Returns the gRPC token."""
+        """Load every token and read every TLS file now, and try every directory the agent writes: a
+        missing file or a read-only directory is a ConfigError before anything was opened or bound.
+        Returns the gRPC token."""
+        problems = directory_problems(self.config)
+        if problems:
+            raise invalid_settings("agent configuration", problems, source=self.config.path)
         agent = self.config.agent
         checks = [("agent.security", agent.security), ("agent.admin.security", agent.admin.security)]
         checks += [(f"sources.{name}.security", security) for name, settings in self.config.sources.items()
@@ -197,7 +210,7 @@ class Agent:
         except ConfigError as err:
             raise ConfigError(f"{key}.{err.key or ''}: {err}", key=f"{key}.{err.key or ''}") from None
         return MeteredPipeline({c: self.channels[c] for c in channels}, selector=built_selector,
-                               interceptors=built, name=name, metrics=self.metrics)
+                               interceptors=built, name=name, metrics=self.metrics, writability=self.writability)
 
     def _build_sources(self) -> None:
         for name, settings in self.config.sources.items():
@@ -250,24 +263,28 @@ class Agent:
     # -- health, metrics, status ----------------------------------------------------------
     def health(self) -> list[str]:
         """Reasons the agent is not healthy (empty: healthy)."""
+        return self.health_report()[1]
+
+    def health_report(self) -> tuple[str, list[str]]:
+        """``(status, reasons)``: ``ok``; ``degraded`` when everything runs but a channel cannot take
+        puts (disk space); ``unhealthy`` when a channel or source is down, or while starting/stopping."""
         if self._stopping:
-            return ["agent is stopping"]
+            return "unhealthy", ["agent is stopping"]
         if not self._running:
-            return ["agent is starting"]
-        reasons = [f"channel {name}: {problem}" for name, ch in self.channels.items()
-                   if (problem := _channel_problem(ch))]
-        for name, source in self.sources.items():
-            problem = _source_problem(source)
-            if problem:
-                reasons.append(f"source {name}: {problem}")
-        return reasons
+            return "unhealthy", ["agent is starting"]
+        down = [f"channel {name}: {problem}" for name, ch in self.channels.items()
+                if (problem := _channel_problem(ch))]
+        down += [f"source {name}: {problem}" for name, source in self.sources.items()
+                 if (problem := source_problem(source))]
+        full = [f"channel {name}: {problem}" for name, problem in self.writability.problems().items()]
+        return ("unhealthy" if down else "degraded" if full else "ok"), down + full
 
     def status(self) -> dict[str, Any]:
         return {
             "agent": self.config.agent.name, "version": __version__, "ports": self.ports(),
             "healthy": not self.health(), "reasons": self.health(),
-            "channels": {n: _safe(ch.stats) for n, ch in self.channels.items()},
-            "sources": {n: _safe(s.stats) for n, s in self.sources.items()},
+            "channels": {n: safe_stats(ch.stats) for n, ch in self.channels.items()},
+            "sources": {n: safe_stats(s.stats) for n, s in self.sources.items()},
         }
 
     def metrics_text(self) -> str:
@@ -279,9 +296,10 @@ class Agent:
             ("ingest_agent_info", "gauge", "Agent name and toolkit version.",
              [Sample("ingest_agent_info", {"agent": self.config.agent.name, "version": __version__}, 1)]),
         ]
-        families += _channel_families(self.channels)
+        families += channel_families(self.channels)
+        families += self.writability.families()
         families += self.metrics.families()
-        families += _source_families(self.sources)
+        families += source_families(self.sources)
         return render(families)
 
 
@@ -320,13 +338,6 @@ def _port_of(source: Source) -> int | None:
     return port if isinstance(port, int) else None
 
 
-def _safe(stats: Any) -> dict[str, Any]:
-    try:
-        return dict(stats())
-    except Exception as err:
-        return {"error": f"{type(err).__name__}: {err}"}
-
-
 def _channel_problem(channel: FileChannel) -> str | None:
     """Opening (and rolling back) an empty transaction is the public way to ask "usable?": it raises
     ChannelClosedError or ChannelFailedError otherwise, and writes nothing."""
@@ -335,68 +346,3 @@ def _channel_problem(channel: FileChannel) -> str | None:
     except Exception as err:
         return f"{type(err).__name__}: {err}"
     return None
-
-
-def _source_problem(source: Source) -> str | None:
-    try:
-        stats = source.stats()
-    except Exception as err:
-        return f"stats() failed: {err}"
-    if stats.get("running") is False:
-        return str(stats.get("error") or "not running")
-    return None
-
-
-_CHANNEL_GAUGES = (
-    ("queue_depth", "queue_size", "gauge", "Committed events not yet taken."),
-    ("used", "used", "gauge", "Slots in use: queued, in flight and in open put transactions."),
-    ("capacity", "capacity", "gauge", "Configured capacity (events)."),
-    ("open_transactions", "open_transactions", "gauge", "Open put and take transactions."),
-    ("puts_total", "puts_committed", "counter", "Events committed by put transactions."),
-    ("takes_total", "takes_committed", "counter", "Events committed by take transactions."),
-    ("commits_total", "commits", "counter", "Committed transactions since the channel opened."),
-    ("fsyncs_total", "fsyncs", "counter", "fdatasync calls on log segments since the channel opened."),
-)
-
-
-def _channel_families(channels: Mapping[str, FileChannel]) -> list[Family]:
-    stats = {name: _safe(ch.stats) for name, ch in channels.items()}
-    families: list[Family] = []
-    for suffix, key, kind, help_text in _CHANNEL_GAUGES:
-        name = f"ingest_channel_{suffix}"
-        families.append((name, kind, help_text, [Sample(name, {"channel": c}, float(s[key]))
-                                                 for c, s in stats.items() if key in s]))
-    families.append(("ingest_channel_log_files", "gauge", "Log segments on disk.",
-                     [Sample("ingest_channel_log_files", {"channel": c}, len(s.get("log_files", {})))
-                      for c, s in stats.items()]))
-    ages, backlog = [], []
-    for name, channel in channels.items():
-        try:
-            info = read_checkpoint_meta(channel.config.checkpoint_dir)
-        except (CheckpointInvalid, OSError):
-            info = None
-        if info is not None:
-            ages.append(Sample("ingest_channel_checkpoint_age_seconds", {"channel": name}, info.age_seconds()))
-            backlog.append(Sample("ingest_channel_backlog_age_seconds", {"channel": name},
-                                  info.backlog_age_seconds()))
-    families.append(("ingest_channel_checkpoint_age_seconds", "gauge", "Seconds since checkpoint.meta was written.",
-                     ages))
-    families.append(("ingest_channel_backlog_age_seconds", "gauge",
-                     "Seconds since the oldest queued event was committed, as of the last checkpoint.", backlog))
-    return families
-
-
-def _source_families(sources: Mapping[str, Source]) -> list[Family]:
-    up, errors, stats = [], [], []
-    for name, source in sources.items():
-        up.append(Sample("ingest_source_up", {"source": name}, 0 if _source_problem(source) else 1))
-        values = _safe(source.stats)
-        errors.append(Sample("ingest_source_errors_total", {"source": name}, float(values.get("errors", 0))))
-        for key, value in sorted(values.items()):
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                stats.append(Sample("ingest_source_stat", {"source": name, "stat": key}, float(value)))
-    return [("ingest_source_up", "gauge", "1 when the source is running.", up),
-            ("ingest_source_errors_total", "counter", "Errors the source counted (stats() 'errors'): puts failed "
-             "for a non-transient reason, spool files that failed or changed while read, HTTP 500 answers, "
-             "unexpected errors of its worker.", errors),
-            ("ingest_source_stat", "gauge", "Numeric values the source reports in stats().", stats)]

@@ -23,8 +23,11 @@ from typing import IO, Any
 import click
 
 from ..channel import Event
+from ..cli_common import verbose_option
 from ..errors import ConfigError, IngestError, TransientError
+from ..settings import invalid_settings
 from .config import AgentConfig, load_agent_config
+from .preflight import directory_problems
 
 __all__ = ["agent_command", "configure_logging", "run_agent", "send_command", "tune_gc_for_service"]
 
@@ -81,7 +84,7 @@ def run_agent(config: AgentConfig) -> None:
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     agent = Agent(config)
     try:
-        agent.start()  # a signal during a long replay stops the agent right after it started
+        _start(agent)  # a signal during a long replay stops the agent right after it started
         tune_gc_for_service()
         while not stop.wait(1.0):
             pass
@@ -91,6 +94,19 @@ def run_agent(config: AgentConfig) -> None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     log.info("agent stopped", extra={"agent": config.agent.name})
+
+
+def _start(agent: Any) -> None:
+    """Start ``agent``. The command prints any failure as one line; one that is not a toolkit
+    error (whose message names the cause and the fix) is also logged with its trace, as one
+    structured record: an unexpected system error or a bug, which on-call reads in the log."""
+    try:
+        agent.start()
+    except Exception as err:
+        if not isinstance(err, IngestError):
+            log.error("agent failed to start: %s: %s", type(err).__name__, err, exc_info=True,
+                      extra={"error": type(err).__name__})
+        raise
 
 
 GC_THRESHOLDS = (20_000, 20, 50)
@@ -115,15 +131,20 @@ def tune_gc_for_service() -> None:
               default=Path("conf/agent.toml"), show_default=True, help="Agent configuration (TOML).")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
               help="Overrides [agent] log_level.")
-@click.option("--check", is_flag=True, help="Validate the configuration, print a summary and exit.")
+@click.option("--check", is_flag=True, help="Validate the configuration and that every directory is writable, "
+              "print a summary and exit.")
+@verbose_option
 def agent_command(conf_path: Path, log_level: str | None, check: bool) -> None:
     """Run the collection agent: channels, sources, gRPC and admin endpoints. Stops cleanly on
     SIGTERM/SIGINT (sources stopped, remote transactions rolled back, channels checkpointed)."""
     try:
         config = load_agent_config(conf_path)
         if check:
+            problems = directory_problems(config)
+            if problems:
+                raise invalid_settings("agent configuration", problems, source=conf_path)
             click.echo(f"configuration OK: channels {', '.join(config.channels)}; "
-                       f"sources {', '.join(config.sources) or '(none)'}")
+                       f"sources {', '.join(config.sources) or '(none)'}; every directory writable")
             return
         configure_logging((log_level or config.agent.log_level).upper(), config.agent.log_format)
         run_agent(config)
@@ -157,6 +178,7 @@ def agent_command(conf_path: Path, log_level: str | None, check: bool) -> None:
 @click.option("--retries", default=5, show_default=True, type=click.IntRange(0, 100),
               help="Retries of a batch on a transient error (agent unreachable, channel full).")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@verbose_option
 def send_command(files: tuple[Path, ...], address: str, ports_file: Path | None, channel: str | None,
                  batch_size: int, batch_prefix: str | None, headers: tuple[str, ...], token_env: str | None,
                  tls_ca: Path | None, tls_cert: Path | None, tls_key: Path | None, retries: int,

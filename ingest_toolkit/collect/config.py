@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..channel.config import ChannelConfig
 from ..errors import ConfigError
 from ..security import SecuritySettings
+from ..settings import invalid_settings, problem_message
 from .interceptors import InterceptorSettings, build_interceptors
 from .selectors import build_selector
 from .sources.base import SourceSettings
@@ -120,7 +121,8 @@ def load_agent_config(path: str | os.PathLike[str], *, environ: Mapping[str, str
     problem (all of them listed, each with its key path)."""
     path = Path(path)
     document = _read(path)
-    _apply_env(document, os.environ if environ is None else environ)
+    environ = os.environ if environ is None else environ
+    from_env = _apply_env(document, environ)
     base = Path.cwd()
     problems: list[tuple[str, str]] = []
     for key in document:
@@ -132,8 +134,7 @@ def load_agent_config(path: str | os.PathLike[str], *, environ: Mapping[str, str
         _cross_check(core, sources, problems)
         _check_directories(core, sources, base, problems)
     if problems:
-        raise ConfigError(f"invalid agent configuration {path}: " + "; ".join(f"{k}: {m}" for k, m in problems),
-                          key=problems[0][0])
+        raise invalid_settings("agent configuration", problems, source=path, env=from_env, environ=environ)
     assert core is not None  # no problems means the core validated
     agent = _absolute(core.agent, base)
     return AgentConfig(path=path.absolute(), agent=agent, channels=core.channels, sources=sources)
@@ -150,7 +151,10 @@ def _read(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path} is not valid TOML: {err}", key="agent") from None
 
 
-def _apply_env(document: dict[str, Any], environ: Mapping[str, str]) -> None:
+def _apply_env(document: dict[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
+    """Apply the ``INGEST_<PATH>`` overrides to ``document``; returns ``{key path: variable}`` of
+    those applied, so that a bad value is blamed on its variable rather than on the file."""
+    applied: dict[str, str] = {}
     for name, raw in sorted(environ.items()):
         if not name.startswith(_ENV_PREFIX):
             continue
@@ -167,6 +171,8 @@ def _apply_env(document: dict[str, Any], environ: Mapping[str, str]) -> None:
             old = node.get(parts[-1])
             as_list = isinstance(old, list) or (old is None and parts[-1].endswith("dirs"))
             node[parts[-1]] = [v.strip() for v in raw.split(",") if v.strip()] if as_list else raw
+            applied[".".join(parts)] = name
+    return applied
 
 
 # -- validation -------------------------------------------------------------------------------
@@ -299,7 +305,7 @@ def _problems(err: ValidationError, raw: object) -> list[tuple[str, str]]:
     because they are not keys the user wrote."""
     out = []
     for e in err.errors():
-        out.append((_key_path(e["loc"], raw), _message(e["type"], e["msg"])))
+        out.append((_key_path(e["loc"], raw), problem_message(e["type"], e["msg"])))
     return out
 
 
@@ -324,17 +330,6 @@ def _key_path(loc: tuple[int | str, ...], raw: object) -> str:
 
 def _is_tag(node: dict[str, Any], part: str) -> bool:
     return node.get("type") == part
-
-
-def _message(kind: str, msg: str) -> str:
-    if kind == "missing":
-        return "field required"
-    if kind == "extra_forbidden":
-        return "unknown key"
-    if kind == "greater_than_equal" and "1" in msg.split()[-1:]:
-        return "must be > 0"
-    msg = msg.removeprefix("Value error, ")
-    return msg[:1].lower() + msg[1:]
 
 
 def _absolute(model: Any, base: Path) -> Any:

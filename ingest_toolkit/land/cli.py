@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..cli_common import is_verbose, verbose_option
 from .config import LandingConfig, load_landing_config
 from .landing import LandingResult
 from .route import ports_file_address, resolve_route
@@ -41,6 +42,7 @@ __all__ = ["land_command"]
 @click.option("--drain", is_flag=True, help="Land batch after batch until the channel's committed backlog is "
               "zero (two batches in flight; see docs/landing.md for when it stops while producers add events).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON document.")
+@verbose_option
 def land_command(conf_path: Path, channel: str, max_events: int | None, channel_conf: Path | None,
                  agent: str | None, ports_file: Path | None, drain: bool, as_json: bool) -> None:
     """Take committed events of CHANNEL in one transaction, write them as Parquet, commit the take
@@ -87,7 +89,7 @@ class _Spark:
         from pyspark.sql import SparkSession
 
         self.owned = SparkSession.getActiveSession() is None
-        self.session = session = spark_session(self.config.spark)
+        self.session = session = spark_session(self.config.spark, quiet=not is_verbose())  # Spark's log with --verbose
         return session
 
     def stop(self) -> None:

@@ -9,13 +9,14 @@ either table can be overridden from the environment (``INGEST_LANDING__ROOT=hdfs
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from ..errors import ConfigError
-from ..settings import env_overrides, load_table, validation_problems
+from ..settings import env_overrides, env_variables, invalid_settings, load_table, validation_problems
 
 if TYPE_CHECKING:
     from ..rpc.client import AgentClient
@@ -130,13 +131,20 @@ class LandingConfig(BaseModel):
     @classmethod
     def build(cls, **values: Any) -> LandingConfig:
         """Validate ``values``; a problem raises ConfigError naming the key (``landing.<key>``)."""
+        return cls.validate_tables(values)
+
+    @classmethod
+    def validate_tables(cls, values: dict[str, Any], *, source: str | os.PathLike[str] | None = None,
+                        env: Mapping[str, str] | None = None) -> LandingConfig:
+        """Validate ``[landing]`` values (``spark``: the ``[spark]`` table); the error names the file
+        ``source``, each key (``landing.<key>``, ``spark.<key>``) and the variable of a value that
+        came from the environment (``env``: key -> variable)."""
         try:
             return cls(**values)
         except ValidationError as err:
-            problems = validation_problems(err)
-            first = problems[0][0]
-            raise ConfigError(f"invalid landing configuration: {'; '.join(f'{k}: {m}' for k, m in problems)}",
-                              key=first if first.startswith("spark") else f"landing.{first}") from None
+            problems = [(k if k.startswith("spark") else f"landing.{k}" if k else "landing", m)
+                        for k, m in validation_problems(err)]
+            raise invalid_settings("landing configuration", problems, source=source, env=env) from None
 
 
 def agent_client(config: LandingConfig, token: str | None = None) -> AgentClient:
@@ -174,4 +182,7 @@ def load_landing_config(path: Path | str, **overrides: Any) -> LandingConfig:
         if err.key != "spark" or not path.exists():
             raise
         spark = env_overrides("spark")  # no [spark] table: the environment alone
-    return LandingConfig.build(**{**values, **overrides, "spark": spark})
+    env = {**env_variables("landing"), **env_variables("spark")}
+    for key in overrides:
+        env.pop(f"landing.{key}", None)  # a command-line value wins over the variable
+    return LandingConfig.validate_tables({**values, **overrides, "spark": spark}, source=path, env=env)

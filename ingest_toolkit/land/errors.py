@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import IngestError
 
-__all__ = ["CommitConflict", "LandingError"]
+__all__ = ["CommitConflict", "LandingError", "SparkStartError"]
 
 
 class LandingError(IngestError):
@@ -27,3 +27,8 @@ class CommitConflict(LandingError):
     Nothing of this batch was published; its take is rolled back (if it is still held) and the
     next run recognises the events that are landed and writes only the rest.
     """
+
+
+class SparkStartError(IngestError):
+    """The Spark session could not start: no Java runtime, one too old, a JVM that exited at once.
+    Nothing was taken from any channel; the message says what to install or set."""

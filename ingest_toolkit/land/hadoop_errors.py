@@ -16,6 +16,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from .diagnose import summarize
+
 __all__ = ["describe_failure", "java_causes"]
 
 _MAX = 400
@@ -47,7 +49,8 @@ def java_causes(err: BaseException) -> list[tuple[str, str]]:
 
 def describe_failure(err: BaseException, uri: str) -> str:
     """One line saying what failed under ``uri`` (the landing root) and what to do; ``str(err)``
-    for an exception that did not come from the JVM."""
+    for an exception that did not come from the JVM, the first line of its message (or the deepest
+    ``Caused by:`` of a Java trace carried as text: :func:`~ingest_toolkit.land.diagnose.summarize`)."""
     causes = java_causes(err)
     for name, message in causes:
         for rule in _RULES:
@@ -57,7 +60,7 @@ def describe_failure(err: BaseException, uri: str) -> str:
     if causes:
         name, message = causes[-1]
         return _clip(f"{name.rsplit('.', 1)[-1]}: {_first_line(message)}")
-    return str(err)  # not from the JVM: the toolkit's own errors are one line already
+    return summarize(err)  # a trace only as text (Spark Connect, captured errors), or not from the JVM
 
 
 def _safe_mode(name: str, message: str, uri: str) -> str | None:

@@ -42,6 +42,7 @@ import pyarrow.compute as pc
 from ..errors import TransactionCapacityError
 from .batches import build_table, landed_mask, seq_array, seq_ranges
 from .config import LandingConfig
+from .diagnose import summarize
 from .errors import CommitConflict, LandingError
 from .faults import fault_during, fault_point
 from .hadoop_errors import describe_failure
@@ -113,16 +114,13 @@ def land_once(source: TakeSource, config: LandingConfig, spark: SparkSession, *,
         with _gc_paused(), _lease_kept(take, config.lease_renewal_max_seconds):
             written = run.land(take, config, spark)
     except BaseException as err:
-        rolled_back = _rollback(take)
+        rollback_error = _rollback(take)
         if not isinstance(err, Exception):
             raise
         failure = CommitConflict if isinstance(err, CommitConflict) else LandingError
-        reason = describe_failure(err, config.root)
-        raise failure(f"landing channel {channel!r} failed while {run.phase}: {reason}. "
-                           + ("The take was rolled back; the events are still in the channel. "
-                              if rolled_back else "Rolling the take back failed too; an agent rolls "
-                              "it back when the lease expires. ") + "Fix the cause and run again.",
-                           channel=channel, phase=run.phase, rolled_back=rolled_back) from err
+        raise failure(f"landing channel {channel!r} failed while {run.phase}: {describe_failure(err, config.root)}. "
+                      + _after_rollback(take, rollback_error) + "Fix the cause and run again.",
+                      channel=channel, phase=run.phase, rolled_back=rollback_error is None) from err
     run.phase = "committing the take"
     try:
         take.commit()
@@ -309,12 +307,27 @@ def _open_take(source: TakeSource, max_events: int) -> TakeBatch:
         raise
 
 
-def _rollback(take: TakeBatch) -> bool:
+def _rollback(take: TakeBatch) -> Exception | None:
+    """Roll ``take`` back; the error if that failed too."""
     try:
         take.rollback()
-        return True
-    except Exception:
-        return False
+    except Exception as err:
+        return err
+    return None
+
+
+def _after_rollback(take: TakeBatch, error: Exception | None) -> str:
+    """What became of the taken events, true whether the channel's owner is alive or not: a take
+    is only gone once committed, so a take that could not be rolled back comes back by itself."""
+    if error is None:
+        return "The take was rolled back; the events are still in the channel. "
+    if _lease(take) is not None:
+        return (f"Rolling the take back failed too ({summarize(error)}); nothing is lost: a running agent rolls "
+                "the take back when its lease ends, and an agent that died puts the events back in the queue "
+                "when it restarts (its recovery rolls back every take that was not committed). ")
+    return (f"Rolling the take back failed too ({summarize(error)}); nothing is lost: the take was not "
+            "committed, so the events are back in the queue when the channel is opened again (recovery rolls "
+            "back every take that was not committed). ")
 
 
 def _checked_name(name: str) -> str:

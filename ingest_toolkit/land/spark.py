@@ -7,44 +7,96 @@ batches straight into the JVM, or into the Spark Connect plan), with no Python r
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from .batches import PARTITION_COLUMNS
 from .config import REQUIRED_SPARK_CONF, LandingConfig, SparkSettings
+from .diagnose import check_java, explain_start_failure
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["spark_session", "write_parquet"]
 
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 _MIN_TASK_BYTES = 16 << 20  # smaller batches are written by fewer tasks: fewer, larger files
 
 
-def spark_session(settings: SparkSettings) -> SparkSession:
+def spark_session(settings: SparkSettings, *, quiet: bool = False) -> SparkSession:
     """Get or create the session ``settings`` describe: Spark Connect when ``remote`` is set,
     else a classic session on ``master`` (``local[*]`` by default).
 
     An existing session of this process is reused (Spark allows one per process); the
-    properties the landing needs are set on it at every write anyway.
+    properties the landing needs are set on it at every write anyway. A new classic session
+    logs through the toolkit's log4j configuration (``log4j2.properties`` beside this module) at
+    ``settings.log_level``, or not at all with ``quiet`` (a command line whose errors are one
+    line); a local one binds to 127.0.0.1. No Java runtime, or one Spark cannot use, raises
+    SparkStartError saying what to install, before or after the JVM is launched.
     """
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     builder: Any = SparkSession.builder
+    fresh = not settings.remote and SparkContext._active_spark_context is None
     if settings.remote:
         builder = builder.remote(settings.remote)
         conf = {**settings.conf, **REQUIRED_SPARK_CONF}  # static properties belong to the server
     else:
         builder = builder.master(settings.master)
-        conf = settings.effective_conf()
+        conf = _with_log_config(settings.effective_conf(), quiet)
+    if fresh:
+        check_java()
     builder = builder.appName(settings.app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    session: SparkSession = builder.getOrCreate()
+    with _local_address(settings.master if fresh else None):
+        session: SparkSession = _get_or_create(builder)
     if not settings.remote:
         session.sparkContext.setLogLevel(settings.log_level)
     return session
+
+
+def _get_or_create(builder: Any) -> SparkSession:
+    from pyspark.errors import PySparkRuntimeError
+
+    try:
+        session: SparkSession = builder.getOrCreate()
+    except PySparkRuntimeError as err:
+        if err.getCondition() == "JAVA_GATEWAY_EXITED":
+            raise explain_start_failure(err) from err
+        raise
+    return session
+
+
+def _with_log_config(conf: dict[str, str], quiet: bool) -> dict[str, str]:
+    """``conf`` with the driver JVM pointed at the toolkit's log4j configuration (its console
+    off when ``quiet``), unless ``[spark.conf]`` already configures log4j for the driver."""
+    options = conf.get("spark.driver.extraJavaOptions", "")
+    if "log4j" in options:
+        return conf
+    ours = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()} -Dingest.spark.console={'off' if quiet else 'all'}"
+    return {**conf, "spark.driver.extraJavaOptions": f"{options} {ours}".strip()}
+
+
+@contextmanager
+def _local_address(master: str | None) -> Iterator[None]:
+    """While a local session's JVM starts: SPARK_LOCAL_IP=127.0.0.1 (unless set), so that Spark
+    neither warns that the host name resolves to a loopback address nor binds its driver to
+    another interface. Cluster masters keep Spark's choice (executors must reach the driver)."""
+    if master is None or not master.startswith("local") or "SPARK_LOCAL_IP" in os.environ:
+        yield
+        return
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    try:
+        yield
+    finally:
+        os.environ.pop("SPARK_LOCAL_IP", None)
 
 
 def ensure_landing_conf(spark: SparkSession) -> None:

@@ -36,6 +36,7 @@ class RemoteTxn:
                  cancel: Callable[[], None] | None = None) -> None:
         self.tx, self.channel, self.peer = tx, channel, peer
         self.lease_seconds = lease_seconds
+        self.opened = time.monotonic()
         self.lock = threading.Lock()
         self.deadline = time.monotonic() + lease_seconds
         self.expired_at: float | None = None  # monotonic time the lease ran out (None: it did not)
@@ -65,6 +66,11 @@ class RemoteTxn:
         """Roll back if still open (stream ended or broke); safe to call more than once."""
         with self.lock:
             self._end_quietly()
+
+    def log_fields(self, *, events: int, outcome: str) -> dict[str, object]:
+        """Structured fields of a log line about this transaction (the agent logs them as keys)."""
+        return {"channel": self.channel, "txn": self.tx.txn_id, "events": events, "outcome": outcome,
+                "peer": self.peer, "held_seconds": round(time.monotonic() - self.opened, 3)}
 
     def cancel_stream(self) -> None:
         if self._cancel is not None:
@@ -144,7 +150,8 @@ class LeaseTable:
             self.expired_total += 1
             log.warning("lease of %.3gs expired: rolled back remote transaction %s on channel %s "
                         "(%d events back at the head) held by %s", txn.lease_seconds, txn.tx.txn_id,
-                        txn.channel, txn.expired_events, txn.peer)
+                        txn.channel, txn.expired_events, txn.peer,
+                        extra=txn.log_fields(events=txn.expired_events, outcome="expired"))
         elif txn.expired_at is not None and now - txn.expired_at > self._cancel_after:
             self.remove(txn)
             txn.cancel_stream()  # the client never came back: free the stream's server thread

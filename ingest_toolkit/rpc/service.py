@@ -134,8 +134,9 @@ class AgentService(pb_grpc.AgentServicer):
                 if remote.tx.state is not TxnState.OPEN:
                     return
         except grpc.RpcError:
-            log.info("client %s left remote transaction %s on %s; rolling back", remote.peer,
-                     remote.tx.txn_id, remote.channel)
+            log.info("client %s left remote transaction %s on %s; rolling back %d events", remote.peer,
+                     remote.tx.txn_id, remote.channel, remote.tx.count,
+                     extra=remote.log_fields(events=remote.tx.count, outcome="client left"))
         finally:
             self.leases.remove(remote)
             remote.abandon()
@@ -200,6 +201,7 @@ class AgentService(pb_grpc.AgentServicer):
             tx.rollback()
         else:
             raise InvalidRequestError(f"unexpected request {op!r} inside an open transaction")
+        _log_take_end(remote, "committed" if op == "commit" else "rolled back")
         return [pb.TxnResponse(ended=pb.Ended(state=_STATES[tx.state]))]
 
     def _take(self, columns: EventColumns) -> list[pb.TxnResponse]:
@@ -233,6 +235,16 @@ class AgentService(pb_grpc.AgentServicer):
         log.warning("refused %s from %s: %s", method, context.peer(), reason)
         _abort(context, AuthenticationError(f"{method} refused: the request carries {reason}; "
                                             "send metadata 'authorization: Bearer <token>'"), method)
+
+
+def _log_take_end(remote: RemoteTxn, outcome: str) -> None:
+    """One INFO line per leased take that ends by the client's request (expiry: the lease reaper
+    logs a WARNING), with its event count: what on-call reads to follow the landing's batches."""
+    tx = remote.tx
+    if tx.kind is TxnKind.TAKE:  # an empty take (a landing polling an empty channel) at DEBUG
+        log.log(logging.INFO if tx.count else logging.DEBUG, "remote take %s: %d events of channel %s "
+                "(transaction %s, %s)", outcome, tx.count, remote.channel, tx.txn_id, remote.peer,
+                extra=remote.log_fields(events=tx.count, outcome=outcome))
 
 
 def _batch_id(raw: str) -> str | None:

@@ -10,6 +10,7 @@ import ssl
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from ingest_toolkit.channel import Event
 from ingest_toolkit.collect.agent import Agent
 from ingest_toolkit.collect.config import load_agent_config
 from ingest_toolkit.collect.metrics import Histogram, Sample, render
+from ingest_toolkit.errors import DiskSpaceError
 from ingest_toolkit.rpc.client import AgentClient
 from ingest_toolkit.security import warn_if_exposed
 from tests.certs import self_signed
@@ -187,3 +189,102 @@ def test_the_exposure_warning(caplog: pytest.LogCaptureFixture, host: str, tls: 
     with caplog.at_level(logging.WARNING, logger="test.exposure"):
         assert warn_if_exposed(log, "endpoint", host, tls=tls, token=token) == (warning is not None)
     assert [r.getMessage() for r in caplog.records] == ([warning] if warning else [])
+
+
+def test_channel_counters_all_count_since_the_channel_opened(tmp_path: Path) -> None:
+    """puts_total used to continue the channel's lifetime count after a restart (restored by
+    recovery) while commits_total and fsyncs_total started again at zero: one scrape mixed the
+    two meanings. Every ``ingest_channel_*_total`` now counts since the agent opened the channel;
+    the lifetime counts stay in /status (``puts_committed``, ``takes_committed``)."""
+    setup = AgentSetup(tmp_path)
+    for puts in (5, 3):  # the second agent reopens the channel with 5 events committed before
+        running = Agent(load_agent_config(setup.conf))
+        running.start()
+        try:
+            with AgentClient(f"127.0.0.1:{running.ports()['grpc']}") as client:
+                client.put([Event(b"x", {})] * puts, channel="events")
+            with running.channels["events"].transaction() as tx:
+                tx.take(2)
+            assert running.admin is not None
+            text = http_get(f"http://127.0.0.1:{running.admin.port}/metrics")[1]
+            status = json.loads(http_get(f"http://127.0.0.1:{running.admin.port}/status")[1])
+        finally:
+            running.stop()
+        assert metric(text, "ingest_channel_puts_total", channel="events") == puts
+        assert metric(text, "ingest_channel_takes_total", channel="events") == 2
+        assert metric(text, "ingest_channel_commits_total", channel="events") == 2
+    live = status["channels"]["events"]
+    assert (live["puts_committed"], live["takes_committed"]) == (8, 4)
+    assert (live["puts_since_open"], live["takes_since_open"]) == (3, 2)
+
+
+class _FullVolume:
+    """Fault injection: the channel's file system reports ``free`` bytes left, as a full disk would."""
+
+    def __init__(self, real: Any, free: int) -> None:
+        self.real, self.free = real, free
+
+    def free_bytes(self, path: str) -> int:
+        return self.free
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+@pytest.fixture
+def guarded_agent(tmp_path: Path) -> Iterator[Agent]:
+    """An agent whose channel keeps 1 MiB free (min_free_bytes), as every real one does."""
+    setup = AgentSetup(tmp_path)
+    running = Agent(load_agent_config(setup.conf, environ={"INGEST_CHANNELS__EVENTS__MIN_FREE_BYTES": "1048576"}))
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def test_a_full_disk_warns_degrades_health_and_clears_when_puts_succeed_again(
+        guarded_agent: Agent, caplog: pytest.LogCaptureFixture) -> None:
+    """The agent refused every put for lack of disk space, logged nothing, /healthz stayed "ok" and
+    ingest_agent_up 1; the refusal told the client to drain an empty channel."""
+    agent = guarded_agent
+    channel = agent.channels["events"]
+    real = channel._fs
+    channel._fs = _FullVolume(real, free=0)  # type: ignore[assignment]
+    agent.writability.free = lambda _directory: 10 << 30  # the idle probe sees space: only refusals count here
+    refusals = []
+    with caplog.at_level(logging.INFO, logger="ingest_toolkit.collect.agent"), \
+            AgentClient(f"127.0.0.1:{agent.ports()['grpc']}") as client:
+        for _ in range(3):
+            with pytest.raises(DiskSpaceError) as info:
+                client.put([Event(b"x", {})], channel="events")
+            refusals.append(str(info.value))
+        status, body = http_get(_url(agent, "/healthz"))
+        text = http_get(_url(agent, "/metrics"))[1]
+        channel._fs = real  # space is back
+        client.put([Event(b"y", {})], channel="events")
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "refuses puts" in r.getMessage()]
+    assert len(warnings) == 1 and getattr(warnings[0], "channel", None) == "events"  # once per minute, not per put
+    assert status == 503
+    health = json.loads(body)
+    assert health["status"] == "degraded" and health["reasons"][0].startswith(
+        "channel events: not writable: 3 puts refused for lack of disk space"), health
+    assert metric(text, "ingest_agent_up") == 0 and metric(text, "ingest_channel_writable", channel="events") == 0
+    assert "drain the channel" not in refusals[0]
+    assert "The channel is empty, so draining it frees nothing" in refusals[0]
+    assert http_get(_url(agent, "/healthz")) == (200, '{"status": "ok"}\n')
+    assert any("accepts puts again after 3 refused" in r.getMessage() for r in caplog.records)
+    after = http_get(_url(agent, "/metrics"))[1]
+    assert metric(after, "ingest_channel_writable", channel="events") == 1
+
+
+def test_an_idle_channel_on_a_full_volume_is_reported_without_a_put(guarded_agent: Agent) -> None:
+    agent = guarded_agent
+    minimum = agent.channels["events"].config.min_free_bytes
+    agent.writability.free = lambda _directory: minimum  # nothing above the minimum: every put would fail
+    status, body = http_get(_url(agent, "/healthz"))
+    assert status == 503 and json.loads(body)["status"] == "degraded"
+    assert "bytes free in" in json.loads(body)["reasons"][0] and "draining frees nothing" in body
+    text = http_get(_url(agent, "/metrics"))[1]
+    assert metric(text, "ingest_channel_writable", channel="events") == 0
+    assert metric(text, "ingest_channel_free_bytes", channel="events") == minimum

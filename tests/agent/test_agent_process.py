@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -310,3 +312,41 @@ def test_a_port_in_use_is_a_clear_error_and_nothing_stays_locked(tmp_path: Path)
     assert "agent.admin.port" in result.stderr and "in use" in result.stderr, result.stderr
     agent = AgentProcess(setup).wait_ready()  # the failed start released every lock
     assert agent.terminate() == 0
+
+
+@contextlib.contextmanager
+def _read_only(directory: Path) -> Iterator[None]:
+    """``directory`` refuses new files: permission bits for a normal user; the immutable flag for
+    root, whom permission bits do not stop (skips when the file system has no such flag)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        directory.chmod(0o555)
+        undo = ["chmod", "755", str(directory)]
+    else:
+        if subprocess.run(["chattr", "+i", str(directory)], capture_output=True).returncode != 0:
+            pytest.skip("cannot make a directory read-only for root here (chattr +i)")
+        undo = ["chattr", "-i", str(directory)]
+    try:
+        yield
+    finally:
+        subprocess.run(undo, check=True)
+
+
+@pytest.mark.parametrize("which", ["data_dirs", "state_dir"])
+def test_a_read_only_directory_fails_the_check_and_the_start_in_one_line(tmp_path: Path, which: str) -> None:
+    """``agent --check`` said "configuration OK" and the start died with a raw OSError traceback
+    (after the other directories were created and locked). Both now name the setting and the
+    directory in one line, and the start opens nothing."""
+    setup = AgentSetup(tmp_path)
+    directory = tmp_path / "channels" / "events" / "data" if which == "data_dirs" else tmp_path / "state"
+    key = "channels.events.data_dirs" if which == "data_dirs" else "agent.state_dir"
+    with _read_only(directory):
+        for args in (["--check"], []):
+            done = subprocess.run([sys.executable, "-m", "ingest_toolkit.cli", "agent", "--conf", str(setup.conf),
+                                   *args], capture_output=True, text=True, cwd=REPO, timeout=60)
+            assert done.returncode == 1, (args, done.stdout, done.stderr)
+            lines = done.stderr.strip().splitlines()
+            assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+            assert f"{key}: {directory} is not writable" in lines[0] and "configuration OK" not in done.stdout, lines
+        assert not setup.checkpoint_dir().exists()  # nothing opened, nothing locked
+        assert not (tmp_path / "ports.json").exists()

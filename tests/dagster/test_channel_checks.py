@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -15,11 +17,17 @@ from dagster_defs.checks.channel_checks import (
     check_drained_logs_deleted,
     check_refcounts,
 )
+from dagster_defs.checks.log_presence import check_referenced_logs
+from dagster_defs.checks.runbook import SEVERITIES
 from dagster_defs.factory import build_definitions
-from dagster_defs.naming import channel_key
+from dagster_defs.naming import channel_key, checks_job_name
+from ingest_toolkit.channel import tools
 from ingest_toolkit.channel.checkpoint import CHECKPOINT_META, decode_meta, encode_meta
+from ingest_toolkit.channel.tools.common import lock_state
 
 from .helpers import Setup, events_at, fill, make_setup
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _rewrite_meta(setup: Setup, **changes: object) -> None:
@@ -192,3 +200,122 @@ def test_checkpoint_fresh_reads_the_agent_address_from_the_landing_configuration
     (evaluation,) = result.get_asset_check_evaluations()
     assert not evaluation.passed
     assert "through an agent (127.0.0.1:7431)" in (evaluation.description or "")
+
+
+# -- segments the checkpoint needs ---------------------------------------------------------
+
+def _run_checks(setup: Setup, instance: dg.DagsterInstance) -> dict[str, dg.AssetCheckEvaluation]:
+    """Every check of the channel and its tables through the Definitions (the ``check_<c>`` job)."""
+    defs = build_definitions(setup.settings, [setup.spec])
+    result = defs.resolve_job_def(checks_job_name(setup.spec.name)).execute_in_process(
+        instance=instance, raise_on_error=False)
+    return {e.check_name: e for e in result.get_asset_check_evaluations()}
+
+
+def _needed_log(setup: Setup) -> Path:
+    """The oldest segment that queued events point into (not the one being written)."""
+    counts = _refcounts(setup)
+    return Path(setup.spec.data_dirs[0]) / f"log-{min(counts)}"
+
+
+def test_a_missing_segment_that_queued_events_need_fails_a_check(tmp_path: Path) -> None:
+    """All seven checks used to pass while `channel verify` reported missing_log and the channel
+    could no longer be opened."""
+    setup = make_setup(tmp_path)
+    channel = setup.open()
+    fill(channel, events_at(600, 0, size=200))  # 64 KiB segments: the events span several
+    channel.close()
+    with dg.instance_for_test() as instance:
+        healthy = _run_checks(setup, instance)
+        assert all(e.passed for e in healthy.values()), {n: e.description for n, e in healthy.items()}
+        gone = _needed_log(setup)
+        gone.rename(tmp_path / "elsewhere")  # moved away by hand
+        broken = _run_checks(setup, instance)
+    verdict = broken["referenced_logs_intact"]
+    assert not verdict.passed and verdict.severity == dg.AssetCheckSeverity.ERROR
+    assert f"{gone.name} missing (" in (verdict.description or "") and "cannot be opened again" in (
+        verdict.description or "")
+    assert verdict.metadata["damaged"].value == {str(gone): "missing"}
+    verified = tools.verify_channel(setup.spec.checkpoint_dir, list(setup.spec.data_dirs))
+    assert "missing_log" in [f.kind for f in verified.findings]  # the offline tool agrees
+
+
+def test_a_truncated_segment_fails_referenced_logs_intact(tmp_path: Path) -> None:
+    setup = make_setup(tmp_path)
+    channel = setup.open()
+    fill(channel, events_at(600, 0, size=200))
+    channel.close()
+    assert check_referenced_logs(setup.spec).passed
+    cut = _needed_log(setup)
+    with cut.open("r+b") as f:
+        f.truncate(cut.stat().st_size // 2)  # a copy that stopped half-way
+    result = check_referenced_logs(setup.spec)
+    assert not result.passed
+    problem = result.metadata["damaged"].value[str(cut)]  # type: ignore[index]
+    assert problem.startswith("truncated: "), problem
+
+
+def test_referenced_logs_intact_never_fails_a_healthy_live_channel_that_deletes_segments(tmp_path: Path) -> None:
+    """The check reads without the lock while the owner checkpoints and deletes drained segments:
+    a segment released by a newer checkpoint is judged against that one, not reported."""
+    setup = make_setup(tmp_path)
+    channel = setup.open()
+    stop = threading.Event()
+
+    def churn() -> None:  # puts, takes and checkpoints: segments come and go
+        while not stop.wait(0.01):
+            fill(channel, events_at(200, 0, size=200), batch=100)
+            with channel.transaction() as tx:
+                tx.take(200)
+            channel.checkpoint()
+
+    worker = threading.Thread(target=churn)
+    worker.start()
+    try:
+        verdicts = [check_referenced_logs(setup.spec) for _ in range(40)]
+    finally:
+        stop.set()
+        worker.join()
+        channel.close()
+    assert all(v.passed for v in verdicts), [v.description for v in verdicts if not v.passed]
+
+
+# -- severity, runbook, reasons ------------------------------------------------------------
+
+def test_every_check_has_the_runbook_severity_and_links_its_section(tmp_path: Path) -> None:
+    runbook = (REPO / "docs" / "runbook.md").read_text()
+    sections = dict(re.findall(r"^## (\w+) \([^,]+, (ERROR|WARN)\)$", runbook, flags=re.MULTILINE))
+    anchors = set(re.findall(r'^<a id="(\w+)"></a>$', runbook, flags=re.MULTILINE))
+    setup = make_setup(tmp_path)
+    setup.open().close()
+    with dg.instance_for_test() as instance:
+        evaluations = _run_checks(setup, instance)
+    assert set(evaluations) == set(sections) == set(SEVERITIES) == anchors
+    for name, evaluation in evaluations.items():
+        assert evaluation.severity.value == sections[name], name
+        link = evaluation.metadata["runbook"].value
+        assert str(link).endswith(f"docs/runbook.md#{name}"), link
+
+
+def test_landed_reconciles_fails_with_the_reason_when_the_agent_does_not_answer(tmp_path: Path) -> None:
+    """It raised (the step failed, no verdict) when the agent was unreachable."""
+    setup = make_setup(tmp_path)
+    landing = (setup.conf / "landing.toml").read_text()
+    (setup.conf / "landing.toml").write_text(landing.replace("[landing]\n", '[landing]\nagent = "127.0.0.1:9"\n'))
+    with dg.instance_for_test() as instance:
+        evaluations = _run_checks(setup, instance)
+    verdict = evaluations["landed_reconciles"]
+    assert not verdict.passed
+    assert "could not be read from the agent at 127.0.0.1:9" in (verdict.description or ""), verdict.description
+
+
+def test_a_stopped_channel_names_no_holder(tmp_path: Path) -> None:
+    """"owned False" came with "holder pid N", the pid a stopped owner left in the lock file."""
+    setup = make_setup(tmp_path, checkpoint_interval=30.0)
+    channel = setup.open()
+    live = check_checkpoint_fresh(setup.spec, setup.settings)
+    channel.close()
+    stopped = check_checkpoint_fresh(setup.spec, setup.settings)
+    assert live.metadata["owned"].value == "True" and live.metadata["holder"].value == f"pid {os.getpid()}"
+    assert stopped.metadata["owned"].value == "False" and stopped.metadata["holder"].value == ""
+    assert lock_state(setup.spec.checkpoint_dir) == (False, None)

@@ -10,15 +10,17 @@ import dagster as dg
 import pendulum
 from dagster._utils.schedules import cron_string_iterator  # the schedule's own tick iterator
 
-from dagster_defs.assets import hourly_partitions
 from dagster_defs.curated import hour_of_landed_dir, landed_hour_dirs, partition_keys_for_hours, utc_hours
 from dagster_defs.demo_pipeline import landed_partition_keys
 from dagster_defs.factory import build_definitions
 from dagster_defs.naming import curated_sensor_name, landed_key
+from dagster_defs.partitions import hourly_partitions
 from dagster_defs.settings import OrchestrationSettings
 from dagster_defs.storage import locate
 
 from .helpers import make_setup
+
+START = "2026-01-01-00:00"  # these cases are about 2026 dates, some of them before today
 
 
 def _utc(text: str) -> pendulum.DateTime:
@@ -28,7 +30,8 @@ def _utc(text: str) -> pendulum.DateTime:
 
 
 def _window(zone: str, key: str) -> tuple[datetime, datetime]:
-    window = hourly_partitions(OrchestrationSettings(timezone=zone)).time_window_for_partition_key(key)
+    partitions = hourly_partitions(OrchestrationSettings(timezone=zone, partitions_start=START))
+    window = partitions.time_window_for_partition_key(key)
     return window.start, window.end
 
 
@@ -41,10 +44,10 @@ def test_half_hour_zone_partition_reads_two_utc_hours(tmp_path: Path) -> None:
     found = landed_hour_dirs(locate(str(table)), utc_hours(start, end))
     assert [d.path.rsplit("/", 1)[-1] for d in found] == ["event_hour=08", "event_hour=9"]
 
-    partitions = hourly_partitions(OrchestrationSettings(timezone="Asia/Kolkata"))
+    partitions = hourly_partitions(OrchestrationSettings(timezone="Asia/Kolkata", partitions_start=START))
     assert partition_keys_for_hours(partitions, [_utc("2026-11-20T08:00:00Z")]) == [
         "2026-11-20-13:00", "2026-11-20-14:00"]  # 07:30-08:30 and 08:30-09:30 UTC both overlap 08:xx
-    assert landed_partition_keys(table, OrchestrationSettings(timezone="Asia/Kolkata")) == [
+    assert landed_partition_keys(table, OrchestrationSettings(timezone="Asia/Kolkata", partitions_start=START)) == [
         "2026-11-20-13:00", "2026-11-20-14:00", "2026-11-20-15:00", "2026-11-20-16:00"]
 
 
@@ -53,7 +56,7 @@ def test_dst_end_gives_the_repeated_hour_its_own_partition() -> None:
     first = _window("America/New_York", "2026-11-01-01:00")
     second = _window("America/New_York", "2026-11-01-01:00-0500")
     assert [h.hour for h in utc_hours(*first)] == [5] and [h.hour for h in utc_hours(*second)] == [6]
-    partitions = hourly_partitions(OrchestrationSettings(timezone="America/New_York"))
+    partitions = hourly_partitions(OrchestrationSettings(timezone="America/New_York", partitions_start=START))
     hours = [_utc(f"2026-11-01T{h:02d}:00:00Z") for h in (4, 5, 6, 7)]
     assert partition_keys_for_hours(partitions, hours) == [
         "2026-11-01-00:00", "2026-11-01-01:00", "2026-11-01-01:00-0500", "2026-11-01-02:00"]
@@ -61,14 +64,14 @@ def test_dst_end_gives_the_repeated_hour_its_own_partition() -> None:
 
 def test_dst_start_skips_the_missing_hour(tmp_path: Path) -> None:
     """America/New_York on 2026-03-08: 02:00-03:00 local does not exist."""
-    partitions = hourly_partitions(OrchestrationSettings(timezone="America/New_York"))
+    partitions = hourly_partitions(OrchestrationSettings(timezone="America/New_York", partitions_start=START))
     hours = [_utc(f"2026-03-08T{h:02d}:00:00Z") for h in (6, 7)]
     assert partition_keys_for_hours(partitions, hours) == ["2026-03-08-01:00", "2026-03-08-03:00"]
     assert [h.hour for h in utc_hours(*_window("America/New_York", "2026-03-08-03:00"))] == [7]
     for hour in (6, 7):
         (tmp_path / "event_date=2026-03-08" / f"event_hour={hour:02d}").mkdir(parents=True)
-    assert landed_partition_keys(tmp_path, OrchestrationSettings(timezone="America/New_York")) == [
-        "2026-03-08-01:00", "2026-03-08-03:00"]
+    settings = OrchestrationSettings(timezone="America/New_York", partitions_start=START)
+    assert landed_partition_keys(tmp_path, settings) == ["2026-03-08-01:00", "2026-03-08-03:00"]
 
 
 def test_drain_schedule_ticks_in_its_zone_across_dst(tmp_path: Path) -> None:
@@ -111,7 +114,7 @@ H08, H10 = "event_date=2026-11-20/event_hour=08", "event_date=2026-11-20/event_h
 
 
 def test_curated_sensor_requests_the_hours_each_landing_wrote(tmp_path: Path) -> None:
-    setup = make_setup(tmp_path)
+    setup = make_setup(tmp_path, partitions_start=START)
     defs = build_definitions(setup.settings, [setup.spec])
     with dg.instance_for_test() as instance:
         nothing = _curate(defs, instance, None)
@@ -143,7 +146,7 @@ def test_curated_sensor_requests_the_hours_each_landing_wrote(tmp_path: Path) ->
 
 
 def test_curated_sensor_in_a_half_hour_zone_requests_both_overlapping_partitions(tmp_path: Path) -> None:
-    setup = make_setup(tmp_path, timezone="Asia/Kolkata")
+    setup = make_setup(tmp_path, timezone="Asia/Kolkata", partitions_start=START)
     defs = build_definitions(setup.settings, [setup.spec])
     with dg.instance_for_test() as instance:
         _land(instance, H08)

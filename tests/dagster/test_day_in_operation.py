@@ -144,7 +144,7 @@ def test_a_day_in_operation_on_the_shipped_configuration(tmp_path: Path, monkeyp
 
         output, _ = demo.communicate(timeout=300)
         assert demo.returncode == 0, output[-4000:]
-        assert "7 of 7 checks passed" in output and f"{root / 'var' / 'demo'}" in output
+        assert "8 of 8 checks passed" in output and f"{root / 'var' / 'demo'}" in output
         assert agent.poll() is None and _status(address)["live"]["puts_committed"] == 3200
         checkpoint = live / "channels" / "events" / "checkpoint"
         assert (checkpoint / "channel.id").read_text() == identity  # the same channel, never recreated
@@ -170,7 +170,7 @@ def _dagster_day(address: str, agent_pid: int, live: Path) -> None:
     conf/ (the environment overrides apply as they do under ``dg dev``)."""
     from dagster_defs.demo_pipeline import landed_partition_keys
     from dagster_defs.factory import definitions_from_conf
-    from dagster_defs.naming import checks_job_name, curated_job_name, landed_key
+    from dagster_defs.naming import checks_job_name, curated_job_name, landed_key, landing_op_name
     from dagster_defs.settings import load_orchestration_settings
 
     defs = definitions_from_conf()
@@ -178,7 +178,7 @@ def _dagster_day(address: str, agent_pid: int, live: Path) -> None:
         result = dg.materialize([defs.get_assets_def(landed_key("events"))], instance=instance,
                                 resources=defs.resources)
         assert result.success
-        (materialization,) = result.asset_materializations_for_node("landed__events")
+        (materialization,) = result.asset_materializations_for_node(landing_op_name("events"))
         assert materialization.metadata["events"].value == 700
         assert str(materialization.metadata["source"].value).startswith(f"agent {address} (pid {agent_pid}")
         curate = defs.resolve_job_def(curated_job_name("events"))
@@ -186,5 +186,5 @@ def _dagster_day(address: str, agent_pid: int, live: Path) -> None:
             assert curate.execute_in_process(instance=instance, partition_key=key).success
         checks = defs.resolve_job_def(checks_job_name("events")).execute_in_process(
             instance=instance, raise_on_error=False).get_asset_check_evaluations()
-        assert len(checks) == 7 and all(c.passed for c in checks), [(c.check_name, c.description) for c in checks
+        assert len(checks) == 8 and all(c.passed for c in checks), [(c.check_name, c.description) for c in checks
                                                                     if not c.passed]

@@ -33,8 +33,9 @@ def test_repository_definitions_load() -> None:
 
     dg.Definitions.validate_loadable(defs)
     keys = {k.to_user_string() for k in defs.resolve_all_asset_keys()}
-    assert {"channel/events", "landed/events", "curated/events"} <= keys
-    assert {s.name for s in defs.sensors or []} >= {"landing_sensor_events", "curated_sensor_events"}
+    assert {"events_channel", "events_landed", "events_curated"} <= keys
+    assert {s.name for s in defs.sensors or []} >= {"landing_sensor_events", "curated_sensor_events",
+                                                    "channel_observer_events"}
 
 
 def test_one_set_of_definitions_per_channel(tmp_path: Path) -> None:
@@ -47,13 +48,13 @@ def test_one_set_of_definitions_per_channel(tmp_path: Path) -> None:
     dg.Definitions.validate_loadable(defs)
     assert {j.name for j in defs.resolve_all_job_defs()} >= {"land_events", "land_audit_log", "curate_audit_log",
                                                              "check_audit_log"}
-    landed = defs.resolve_assets_def(dg.AssetKey(["landed", "audit_log"]))
+    landed = defs.resolve_assets_def(dg.AssetKey(["audit_log_landed"]))
     assert landed.op.pool == "landing-audit.log"
-    curated = defs.resolve_assets_def(dg.AssetKey(["curated", "audit_log"]))
+    curated = defs.resolve_assets_def(dg.AssetKey(["audit_log_curated"]))
     assert curated.op.pool == "curated-audit.log"
     assert curated.backfill_policy == dg.BackfillPolicy.single_run()  # a backfill is one run, one Spark session
     checks = defs.resolve_asset_graph().asset_check_keys
-    assert len(checks) == 14
+    assert len(checks) == 16
 
 
 def test_instance_configured_from_conf_limits_every_pool_to_one_run(tmp_path: Path) -> None:
@@ -136,16 +137,18 @@ def test_dg_dev_serves_assets_runs_one_landing_at_a_time_and_backfills_curated_h
         found = {"/".join(n["assetKey"]["path"]): sorted(c["name"] for c in n["assetChecksOrError"]["checks"])
                  for n in nodes}  # type: ignore[attr-defined]
         assert found == {
-            "channel/events": ["backlog_below_capacity", "checkpoint_fresh", "drained_logs_deleted",
-                               "refcounts_match_recount"],
-            "landed/events": ["landed_no_duplicate_event_ids", "landed_reconciles"],
-            "curated/events": ["curated_no_duplicate_event_ids"]}
+            "events_channel": ["backlog_below_capacity", "checkpoint_fresh", "drained_logs_deleted",
+                               "refcounts_match_recount", "referenced_logs_intact"],
+            "events_landed": ["landed_no_duplicate_event_ids", "landed_reconciles"],
+            "events_curated": ["curated_no_duplicate_event_ids"]}
         _stop_sensor(port, curated_sensor_name("events"))  # the backfill below is the curation under test
         run_ids = [_launch(port, "land_events"), _launch(port, "land_events")]
         overlapped = _watch_runs(port, run_ids, timeout=240)
         landed_at = time.monotonic()
-        backfill = _launch_backfill(port, ["curated", "events"], HOURS)
+        first_keys = _reload_and_partition_keys(port)  # partitions_start = auto: now the first landed hour
+        backfill = _launch_backfill(port, ["events_curated"], HOURS)
         status = _wait_backfill(port, backfill, timeout=180)
+        observed = _wait_observation(port, timeout=120)  # the channel observer sensor, through the daemon
         print(f"landing runs {landed_at - started:.0f} s after start, backfill {time.monotonic() - landed_at:.0f} s")
     finally:
         stopping = time.monotonic()
@@ -157,6 +160,8 @@ def test_dg_dev_serves_assets_runs_one_landing_at_a_time_and_backfills_curated_h
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
     assert not overlapped, "two landing runs of one channel were in progress at the same time"
+    assert first_keys[:3] == HOURS and len(first_keys) < 24 * 30, first_keys[:5]  # not 2026-01-01 onwards
+    assert {"committed_backlog", "checkpoint_id", "bytes_on_disk"} <= set(observed), observed
     info = read_checkpoint_meta(setup.spec.checkpoint_dir)
     assert info is not None and info.takes_committed == 300 and info.queue_size == 0
     assert status == "COMPLETED_SUCCESS"
@@ -176,6 +181,39 @@ def _stop_sensor(port: int, name: str) -> None:
                              "{ instigationState { status } } ... on PythonError { message } } }",
                        {"id": sensor["sensorState"]["id"]})["stopSensor"]  # type: ignore[index]
     assert stopped["instigationState"]["status"] == "STOPPED", stopped  # type: ignore[index]
+
+
+def _reload_and_partition_keys(port: int, timeout: float = 120) -> list[str]:
+    """Reload the code location (the curated partitions' auto start follows the landed data) and
+    return the curated asset's partition keys once it is loaded again."""
+    _graphql(port, 'mutation { reloadRepositoryLocation(repositoryLocationName: "ingest_toolkit") { __typename } }')
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            node = _graphql(port, '{ assetNodeOrError(assetKey: {path: ["events_curated"]}) { __typename '
+                                  "... on AssetNode { partitionKeys } } }")["assetNodeOrError"]
+            if node.get("__typename") == "AssetNode":  # type: ignore[union-attr]
+                return list(node["partitionKeys"])  # type: ignore[index]
+        except (AssertionError, OSError):
+            pass  # the location is still loading
+        assert time.monotonic() < deadline, "the code location did not come back after its reload"
+        time.sleep(1.0)
+
+
+def _wait_observation(port: int, timeout: float) -> list[str]:
+    """The metadata labels of the channel asset's latest observation (recorded by its sensor)."""
+    query = ('{ assetNodeOrError(assetKey: {path: ["events_channel"]}) { ... on AssetNode { isObservable } } '
+             'assetOrError(assetKey: {path: ["events_channel"]}) { ... on Asset { assetObservations(limit: 1) '
+             "{ metadataEntries { label } } } } }")
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = _graphql(port, query)
+        assert answer["assetNodeOrError"]["isObservable"] is True  # type: ignore[index]
+        observations = answer["assetOrError"]["assetObservations"]  # type: ignore[index]
+        if observations:
+            return [entry["label"] for entry in observations[0]["metadataEntries"]]
+        assert time.monotonic() < deadline, "no observation of the channel was recorded"
+        time.sleep(2.0)
 
 
 _BACKFILL = """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {

@@ -23,7 +23,7 @@ def test_demo_runs_the_whole_pipeline_through_a_real_agent(tmp_path: Path) -> No
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
-    assert "7 of 7 checks passed" in output
+    assert "8 of 8 checks passed" in output
     assert "from agent 127.0.0.1:" in output  # the landing found the demo's agent and took through it
     tree = tmp_path / "var" / "demo"
     landed = pq.read_table(tree / "landing" / "events")
@@ -147,3 +147,19 @@ def test_the_demo_refuses_when_a_live_process_holds_a_lock_in_its_tree(
     assert len(output.splitlines()) == 1, output
     assert f"pid {holder.pid}" in output and str(checkpoint) in output and "nothing was deleted" in output
     assert kept.read_bytes() == b"landed earlier" and (checkpoint / "in_use.lock").exists()
+
+
+def test_the_check_table_piped_keeps_every_name_whole() -> None:
+    """Piped, the demo's check table was cut at 80 columns and check names broke mid-word."""
+    from dagster_defs import demo
+    from dagster_defs.demo_pipeline import CheckRow, check_table
+
+    rows = [CheckRow("curated_no_duplicate_event_ids", "events_with_a_long_channel_name_curated", True, "ERROR",
+                     "curated table: 10000 rows in 3 files, every event_id once " * 3)]
+    assert not demo.console.is_terminal  # pytest captures stdout: what a pipe gets
+    with demo.console.capture() as captured:
+        demo.console.print(check_table(rows))
+    lines = captured.get().splitlines()
+    body = [line for line in lines if "curated_no_duplicate_event_ids" in line]
+    assert len(body) == 1 and "events_with_a_long_channel_name_curated" in body[0], lines
+    assert len([line for line in lines if line.startswith("│")]) == 1, lines  # the row is one line

@@ -12,7 +12,7 @@ import pytest
 
 from dagster_defs.channels import load_channel_specs
 from dagster_defs.factory import build_definitions
-from dagster_defs.naming import checks_job_name, landed_key
+from dagster_defs.naming import checks_job_name, landed_key, landing_op_name
 from dagster_defs.settings import OrchestrationSettings
 from ingest_toolkit.channel import Event
 from ingest_toolkit.rpc.client import AgentClient
@@ -39,7 +39,7 @@ def test_materializing_the_landing_asset_takes_through_the_agent_that_owns_the_c
             result = dg.materialize([defs.get_assets_def(landed_key("events"))], instance=instance,
                                     resources=defs.resources)
             assert result.success
-            (materialization,) = result.asset_materializations_for_node("landed__events")
+            (materialization,) = result.asset_materializations_for_node(landing_op_name("events"))
             meta = materialization.metadata
             assert meta["events"].value == 800 and meta["backlog_after"].value == 0
             assert str(meta["source"].value).startswith(f"agent {agent.grpc_address} (pid {agent.proc.pid}")

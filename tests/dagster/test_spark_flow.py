@@ -16,7 +16,14 @@ import pytest
 from dagster_defs.curated import build_curated_partition
 from dagster_defs.factory import build_definitions
 from dagster_defs.instance import write_instance_yaml
-from dagster_defs.naming import checks_job_name, curated_key, curated_sensor_name, landed_key
+from dagster_defs.naming import (
+    checks_job_name,
+    curated_key,
+    curated_op_name,
+    curated_sensor_name,
+    landed_key,
+    landing_op_name,
+)
 from ingest_toolkit.channel import Event
 from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
 from ingest_toolkit.land.batches import build_table, event_id
@@ -30,6 +37,7 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 HOURS = ["2026-11-20-08:00", "2026-11-20-09:00", "2026-11-20-10:00"]
+START = "2026-11-20-00:00"  # the events are of 2026-11-20; definitions built before they land start there
 H08, H10 = "event_date=2026-11-20/event_hour=08", "event_date=2026-11-20/event_hour=10"
 
 
@@ -52,19 +60,22 @@ def _warnings(instance: dg.DagsterInstance, run_id: str) -> list[str]:
 
 
 def test_land_backfill_curated_and_check(tmp_path: Path, spark: SparkSession) -> None:
-    setup = make_setup(tmp_path)
+    setup = make_setup(tmp_path, partitions_start=START)
     _fill_two_hours(setup)
     defs = build_definitions(setup.settings, [setup.spec])
     with dg.instance_for_test() as instance:  # an instance without pool limits
         landed = dg.materialize([defs.resolve_assets_def(landed_key("events"))], instance=instance,
-                                run_config={"ops": {"landed__events": {
+                                run_config={"ops": {landing_op_name("events"): {
                                     "config": {"batches": 5}}}})
-        meta = landed.asset_materializations_for_node("landed__events")[0].metadata
+        meta = landed.asset_materializations_for_node(landing_op_name("events"))[0].metadata
         assert meta["events"].value == 250 and meta["backlog_after"].value == 0
-        assert meta["take_transactions"].value == 1 and str(meta["source"].value).startswith("in-process")
-        assert meta["files"].value >= 2 and meta["bytes"].value > 0 and meta["batch_id"].value
+        assert meta["take_transactions"].value == "1" and str(meta["source"].value).startswith("in-process")
+        assert int(meta["files"].value) >= 2 and meta["bytes"].value > 0 and meta["batch_id"].value
         assert meta["partitions"].value == [H08, H10]  # what the curated sensor curates
-        assert meta["pool"].value == "landing-events" and meta["pool_limit"].value is None
+        assert meta["pool"].value == "landing-events" and meta["pool_limit"].value == "none"
+        # Constants are text, so the asset page does not plot them as flat lines.
+        assert {k for k, v in meta.items() if isinstance(v, dg.TextMetadataValue)} >= {
+            "pool_limit", "files", "take_transactions"}
         assert any("sets no limit for pool landing-events" in w for w in _warnings(instance, landed.run_id))
         info = read_checkpoint_meta(setup.spec.checkpoint_dir)
         assert info is not None and info.queue_size == 0 and info.takes_committed == 250
@@ -76,15 +87,19 @@ def test_land_backfill_curated_and_check(tmp_path: Path, spark: SparkSession) ->
         rows = {}
         for key in HOURS:  # one run per partition, as the curated sensor requests them
             run = dg.materialize([curated], partition_key=key, instance=instance)
-            rows[key] = run.asset_materializations_for_node("curated__events")[0].metadata["rows"].value
+            rows[key] = run.asset_materializations_for_node(curated_op_name("events"))[0].metadata["rows"].value
         assert rows == {HOURS[0]: 150, HOURS[1]: 0, HOURS[2]: 100}
         # A range in one run, as a backfill launches it (single-run policy); the real backfill through
         # the daemon is in test_definitions.py.
         ranged = dg.materialize([curated], instance=instance, tags={
             "dagster/asset_partition_range_start": HOURS[0], "dagster/asset_partition_range_end": HOURS[2]})
-        materialized = ranged.asset_materializations_for_node("curated__events")
+        materialized = ranged.asset_materializations_for_node(curated_op_name("events"))
         assert sorted(m.partition for m in materialized) == HOURS  # type: ignore[type-var]
-        assert materialized[0].metadata["rows_by_partition"].value == rows
+        # Each partition's materialization holds its own hour, not the whole run's figures.
+        assert {m.partition: m.metadata["rows"].value for m in materialized} == rows
+        assert {m.partition: m.metadata["path"].value.rsplit("/", 1)[-1] for m in materialized} == {
+            HOURS[0]: "event_hour=08", HOURS[1]: "event_hour=09", HOURS[2]: "event_hour=10"}
+        assert all("rows_by_partition" not in m.metadata and "rows_total" not in m.metadata for m in materialized)
         # The sensor sees the landing; every hour it wrote was curated by a run started after it.
         sensor = defs.resolve_sensor_def(curated_sensor_name("events"))
         tick = sensor(dg.build_sensor_context(instance=instance, definitions=defs))
@@ -94,14 +109,15 @@ def test_land_backfill_curated_and_check(tmp_path: Path, spark: SparkSession) ->
         empty = tmp_path / "curated" / "events" / "event_date=2026-11-20" / "event_hour=09"
         assert empty.is_dir()  # an empty hour is an empty partition, not an error
         again = dg.materialize([curated], partition_key=HOURS[0], instance=instance)
-        assert again.asset_materializations_for_node("curated__events")[0].metadata["rows"].value == 150
+        assert again.asset_materializations_for_node(curated_op_name("events"))[0].metadata["rows"].value == 150
         hour8 = tmp_path / "curated" / "events" / "event_date=2026-11-20" / "event_hour=08"
         assert pq.read_table(hour8).num_rows == 150  # replaced, not appended
         assert not list((tmp_path / "curated" / "events" / "_staging").iterdir())
 
         checks = _check_results(defs, instance)
         assert {name: e.passed for name, e in checks.items()} == {
-            "refcounts_match_recount": True, "drained_logs_deleted": True, "checkpoint_fresh": True,
+            "refcounts_match_recount": True, "referenced_logs_intact": True, "drained_logs_deleted": True,
+            "checkpoint_fresh": True,
             "backlog_below_capacity": True, "landed_reconciles": True, "landed_no_duplicate_event_ids": True,
             "curated_no_duplicate_event_ids": True}, {n: e.description for n, e in checks.items()}
         assert checks["landed_reconciles"].metadata["takes_committed"].value == 250
@@ -181,8 +197,8 @@ def test_pool_limited_instance_records_its_limit_without_warning(tmp_path: Path,
     defs = build_definitions(setup.settings, [setup.spec])
     with dg.DagsterInstance.from_config(str(tmp_path / "dagster")) as instance:
         landed = dg.materialize([defs.resolve_assets_def(landed_key("events"))], instance=instance)
-        meta = landed.asset_materializations_for_node("landed__events")[0].metadata
-        assert meta["pool_limit"].value == 1 and meta["taken"].value == 0 and meta["partitions"].value == []
+        meta = landed.asset_materializations_for_node(landing_op_name("events"))[0].metadata
+        assert meta["pool_limit"].value == "1" and meta["taken"].value == 0 and meta["partitions"].value == []
         assert not [w for w in _warnings(instance, landed.run_id) if "pool" in w]
 
 
@@ -219,14 +235,14 @@ def test_curated_keeps_the_earliest_landed_duplicate(tmp_path: Path, spark: Spar
 def test_curated_partition_in_a_half_hour_zone_keeps_its_half_hours(tmp_path: Path, spark: SparkSession) -> None:
     """Asia/Kolkata: partition 14:00 IST is 08:30-09:30 UTC, so it takes the second half of the
     landed 08:xx hour (events every 20 s from 08:00: 60 of them) and nothing of 10:xx."""
-    setup = make_setup(tmp_path, timezone="Asia/Kolkata")
+    setup = make_setup(tmp_path, timezone="Asia/Kolkata", partitions_start=START)
     _fill_two_hours(setup)
     defs = build_definitions(setup.settings, [setup.spec])
     with dg.instance_for_test() as instance:
         dg.materialize([defs.resolve_assets_def(landed_key("events"))], instance=instance)
         run = dg.materialize([defs.resolve_assets_def(curated_key("events"))], partition_key="2026-11-20-14:00",
                              instance=instance)
-    meta = run.asset_materializations_for_node("curated__events")[0].metadata
+    meta = run.asset_materializations_for_node(curated_op_name("events"))[0].metadata
     assert meta["rows"].value == 60
     assert meta["window_utc"].value == "2026-11-20T08:30:00+00:00 .. 2026-11-20T09:30:00+00:00"
     table = pq.read_table(tmp_path / "curated" / "events" / "event_date=2026-11-20" / "event_hour=08")

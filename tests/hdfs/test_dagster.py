@@ -12,7 +12,7 @@ import dagster as dg
 import pytest
 
 from dagster_defs.factory import build_definitions
-from dagster_defs.naming import checks_job_name, curated_key, ident, landing_job_name
+from dagster_defs.naming import checks_job_name, curated_key, curated_op_name, ident, landing_job_name, landing_op_name
 from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
 from ingest_toolkit.hdfs import MiniHdfs
 
@@ -73,7 +73,7 @@ def test_dagster_on_hdfs_landing_sensor_retry_curated_and_every_check(
         (again,) = retry.run_requests or []
         assert again.run_key != request.run_key, retry.skip_reason
         landed = land.execute_in_process(instance=instance, tags={"dagster/run_key": again.run_key})
-        meta = landed.asset_materializations_for_node("landed__events")[0].metadata
+        meta = landed.asset_materializations_for_node(landing_op_name("events"))[0].metadata
         assert meta["events"].value == 250 and meta["backlog_after"].value == 0
         assert str(meta["manifest"].value).startswith(f"{hdfs_root}/events/_manifests/")
         after = _sensor(defs, instance, retry.cursor)
@@ -83,7 +83,7 @@ def test_dagster_on_hdfs_landing_sensor_retry_curated_and_every_check(
         rows = {}
         for key in [*HOURS, HOURS[0]]:  # the last one rebuilds 08:00 (replaced, not appended)
             run = dg.materialize([curated], partition_key=key, instance=instance)
-            rows[key] = run.asset_materializations_for_node("curated__events")[0].metadata["rows"].value
+            rows[key] = run.asset_materializations_for_node(curated_op_name("events"))[0].metadata["rows"].value
         assert rows == {HOURS[0]: 150, HOURS[1]: 0, HOURS[2]: 100}
         hour8 = spark.read.parquet(f"{curated_root}/events/event_date=2026-11-20/event_hour=08")
         assert hour8.count() == 150 and hour8.select("event_id").distinct().count() == 150
@@ -91,7 +91,8 @@ def test_dagster_on_hdfs_landing_sensor_retry_curated_and_every_check(
 
         checks = _checks(defs, instance)
         assert {n: e.passed for n, e in checks.items()} == {
-            "refcounts_match_recount": True, "drained_logs_deleted": True, "checkpoint_fresh": True,
+            "refcounts_match_recount": True, "referenced_logs_intact": True, "drained_logs_deleted": True,
+            "checkpoint_fresh": True,
             "backlog_below_capacity": True, "landed_reconciles": True, "landed_no_duplicate_event_ids": True,
             "curated_no_duplicate_event_ids": True}, {n: e.description for n, e in checks.items()}
         assert checks["landed_reconciles"].metadata["landed_rows"].value == 250

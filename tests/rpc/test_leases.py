@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -179,3 +180,24 @@ def _race_begins(client: AgentClient, clients: int) -> tuple[list[RemoteTake], l
     for thread in threads:
         thread.join(30)
     return opened, refused
+
+
+def test_every_end_of_a_leased_take_is_logged_with_its_event_count(
+        start_agent: StartAgent, caplog: pytest.LogCaptureFixture) -> None:
+    """On-call follows the landing's batches in the agent log: one line per leased take that
+    ends, committed or rolled back (INFO), expired (WARNING), with the number of events."""
+    agent = start_agent(default_lease=30.0)
+    client = agent.client()
+    client.put(evs(0, 20), channel="events")
+    with caplog.at_level(logging.INFO, logger="ingest_toolkit.rpc"):
+        with client.open_take("events", 7):
+            pass  # committed on exit
+        client.open_take("events", 5).rollback()
+        idle = client.open_take("events", 4, lease_seconds=0.3)  # held, never renewed
+        wait_until(lambda: any(getattr(r, "outcome", None) == "expired" for r in caplog.records))
+        assert idle.state is TxnState.OPEN  # the client has not heard yet
+    ends = [(r.levelno, r.outcome, r.events, r.channel) for r in caplog.records  # type: ignore[attr-defined]
+            if hasattr(r, "outcome")]
+    assert ends == [(logging.INFO, "committed", 7, "events"), (logging.INFO, "rolled back", 5, "events"),
+                    (logging.WARNING, "expired", 4, "events")], [r.getMessage() for r in caplog.records]
+    assert "remote take committed: 7 events of channel events" in caplog.text

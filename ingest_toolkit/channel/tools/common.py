@@ -94,6 +94,8 @@ def lock_state(directory: str) -> tuple[bool | None, str | None]:
     """Whether ``in_use.lock`` of ``directory`` is held right now, and the holder it names.
 
     Reads ``/proc/locks`` (Linux) so that no lock is taken; ``None`` when that is not possible.
+    The holder ("pid <n>") is given only when the lock is held, or may be (``None``: then it is
+    the last owner the file names): the pid a stopped owner left in the file is not an owner.
     """
     path = os.path.join(directory, LOCK_FILE)
     try:
@@ -109,4 +111,4 @@ def lock_state(directory: str) -> tuple[bool | None, str | None]:
                        for parts in (line.split() for line in f))
     except OSError:
         return None, holder
-    return held, holder
+    return held, holder if held else None

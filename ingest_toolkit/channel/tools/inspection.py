@@ -41,7 +41,7 @@ class InspectReport:
     now_ns: int
     channel_id: str | None
     locked: bool | None  # whether a process owns the channel right now (None: cannot tell)
-    holder: str | None  # what in_use.lock says ("pid <n>"), possibly of a past owner
+    holder: str | None  # the owner in_use.lock names ("pid <n>") while locked (or when that is unknown)
     checkpoint: CheckpointInfo | None
     checkpoint_problem: str | None
     logs: list[LogFileInfo] = field(default_factory=list)

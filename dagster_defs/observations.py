@@ -1,0 +1,116 @@
+"""The channel's state over time: observations of the channel asset.
+
+The channel is an *observable* source asset. Its state is recorded as ``AssetObservation``s
+whose numeric metadata the asset page plots (Plots tab) and whose latest one the asset graph
+shows ("Observed ..." instead of "Never materialized"):
+
+* by the sensor ``channel_observer_<c>``, every ``observe_interval_seconds`` (a runless event: no
+  run, no process; it reads ``checkpoint.meta`` and lists the data directories);
+* by the asset's observe function, when someone clicks Observe in the UI (a run).
+
+Values: ``queue_depth`` (events in the queue, those in open takes included), ``committed_backlog``
+(what a landing can take now), ``in_open_takes``, ``oldest_event_age_seconds``, ``checkpoint_id``
+(a line that stops rising is a checkpointer that stopped), ``checkpoint_age_seconds``,
+``segments`` and ``bytes_on_disk`` (the data directories), ``fill_fraction``, and the channel's
+lifetime ``puts_committed`` / ``takes_committed``. Constants (``capacity``) are text, so they
+are not plotted as flat lines. Everything is as of the last checkpoint (at most one
+``checkpoint_interval`` old).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import dagster as dg
+
+from ingest_toolkit.channel.checkpoint import CheckpointInfo, CheckpointInvalid, read_checkpoint_meta
+from ingest_toolkit.channel.tools.common import ChannelDirs, segments_of
+
+from .naming import channel_key, observer_sensor_name
+from .settings import ChannelSpec, OrchestrationSettings
+
+__all__ = ["build_channel_asset", "build_observer_sensor", "channel_observation", "observation_metadata"]
+
+
+def _disk(spec: ChannelSpec) -> tuple[int, int]:
+    """``(segments, bytes)`` of the channel's data directories (a segment deleted meanwhile counts 0)."""
+    segments = segments_of(ChannelDirs.of(spec.checkpoint_dir, list(spec.data_dirs)))
+    total = 0
+    for _log_id, path in segments:
+        try:
+            total += os.path.getsize(path)
+        except FileNotFoundError:
+            continue
+    return len(segments), total
+
+
+def observation_metadata(spec: ChannelSpec, info: CheckpointInfo | None, now_ns: int | None = None) -> dict[str, Any]:
+    """What one observation of the channel records (module docstring)."""
+    segments, size = _disk(spec)
+    metadata: dict[str, Any] = {"segments": segments, "bytes_on_disk": size,
+                                "capacity": dg.MetadataValue.text(f"{spec.capacity:,}")}
+    if info is None:
+        return {**metadata, "checkpoint": dg.MetadataValue.text("none yet (the channel never checkpointed)")}
+    backlog = max(0, info.queue_size - info.inflight_takes)
+    capacity = info.capacity or spec.capacity
+    return {**metadata, "queue_depth": info.queue_size, "committed_backlog": backlog,
+            "in_open_takes": info.inflight_takes,
+            "oldest_event_age_seconds": round(info.backlog_age_seconds(now_ns), 1) if backlog else 0.0,
+            "checkpoint_id": info.checkpoint_id, "checkpoint_age_seconds": round(info.age_seconds(now_ns), 1),
+            "fill_fraction": round((info.queue_size + info.inflight_puts) / capacity, 4),
+            "puts_committed": info.puts_committed, "takes_committed": info.takes_committed}
+
+
+def channel_observation(spec: ChannelSpec) -> tuple[dg.AssetObservation, str]:
+    """An observation of the channel now, and a one-line summary of it."""
+    try:
+        info = read_checkpoint_meta(spec.checkpoint_dir)
+        problem = None
+    except (CheckpointInvalid, OSError) as err:
+        info, problem = None, f"checkpoint.meta unreadable: {err}"
+    metadata = observation_metadata(spec, info, time.time_ns())
+    if problem:
+        metadata["checkpoint"] = dg.MetadataValue.text(problem)
+    summary = (f"channel {spec.name}: {problem or 'no checkpoint yet'}" if info is None else
+               f"channel {spec.name}: committed backlog {metadata['committed_backlog']:,} events, oldest "
+               f"{metadata['oldest_event_age_seconds']:.0f} s old, checkpoint {info.checkpoint_id}, "
+               f"{metadata['segments']} segments, {metadata['bytes_on_disk']:,} bytes on disk")
+    return dg.AssetObservation(asset_key=channel_key(spec.name), metadata=metadata), summary
+
+
+def build_channel_asset(spec: ChannelSpec) -> dg.SourceAsset:
+    """The channel as an observable source asset: the agent writes it, Dagster observes and checks it."""
+    import warnings
+
+    with warnings.catch_warnings():  # observable_source_asset is "beta" in Dagster 1.13
+        warnings.simplefilter("ignore", dg.BetaWarning)
+
+        @dg.observable_source_asset(
+            key=channel_key(spec.name), group_name="channels", tags={"dagster/kind/wal": ""},
+            description=f"Write-ahead-log file channel '{spec.name}' filled by the agent. Its state over time "
+                        f"(backlog, oldest event, checkpoint, segments, bytes on disk) is recorded by the sensor "
+                        f"{observer_sensor_name(spec.name)} as observations; its checks read checkpoint.meta "
+                        "and the segment files without a lock.",
+            metadata={"checkpoint_dir": spec.checkpoint_dir, "data_dirs": list(spec.data_dirs),
+                      "capacity": dg.MetadataValue.text(f"{spec.capacity:,}")})
+        def channel() -> dg.ObserveResult:
+            observation, _summary = channel_observation(spec)
+            return dg.ObserveResult(metadata=observation.metadata)
+
+    return channel
+
+
+def build_observer_sensor(spec: ChannelSpec, settings: OrchestrationSettings) -> dg.SensorDefinition:
+    """Records an observation of the channel every ``observe_interval_seconds`` (no run)."""
+
+    @dg.sensor(name=observer_sensor_name(spec.name), minimum_interval_seconds=settings.observe_interval_seconds,
+               default_status=dg.DefaultSensorStatus.RUNNING,
+               description=f"Records the state of channel {spec.name} (backlog, oldest event, checkpoint, "
+                           "segments, bytes on disk) as an observation of its asset, for the asset page's plots.")
+    def channel_observer(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        observation, summary = channel_observation(spec)
+        return dg.SensorResult(skip_reason=f"recorded an observation: {summary}", asset_events=[observation])
+
+    return channel_observer

@@ -1,0 +1,91 @@
+"""The curated tables' hourly partitions, starting where the data starts.
+
+A fixed, early ``partitions_start`` (it used to be ``2026-01-01-00:00``) made the UI show
+thousands of hours, all "missing" but the few with data, and offered them all in the backfill
+dialog. The default is now ``partitions_start = "auto"``: the first partition is the hour of the
+earliest landed data of the channel (its oldest ``event_date=D/event_hour=H`` directory), or the
+start of the current day (in the partitions' time zone) when nothing has landed yet, whichever
+is earlier. It is decided when the definitions load (the code server, and every run, which
+loads them again), so it moves back by itself when older data lands; a landed hour before it is
+named in the curated sensor's skip reason until the code location is reloaded. A date
+(``2026-11-01-00:00``) fixes the start instead, as a production deployment whose history is known
+would set it.
+
+Time-window partitions (rather than dynamic ones added as data lands) keep what the time gives:
+every key is an hour that maps to a UTC window (half-hour zones and DST days included, see
+:mod:`dagster_defs.curated`), backfills select a time range, and an hour without data is an
+(empty) partition anyone can build.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import dagster as dg
+import pendulum
+
+from .settings import ChannelSpec, OrchestrationSettings
+from .storage import Location, locate
+
+__all__ = ["AUTO", "channel_partitions", "earliest_landed_hour", "hourly_partitions", "resolve_start"]
+
+AUTO = "auto"
+_FORMAT = "YYYY-MM-DD-HH:mm"
+_DAY = re.compile(r"^event_date=(\d{4}-\d{2}-\d{2})$")
+_HOUR = re.compile(r"^event_hour=(\d{1,2})$")
+
+log = logging.getLogger(__name__)
+
+
+def earliest_landed_hour(table: Location) -> pendulum.DateTime | None:
+    """The UTC hour of the oldest ``event_date=D/event_hour=H`` directory of a landed table."""
+    for day in sorted(m.group(1) for name in table.subdirs() if (m := _DAY.match(name))):
+        hours = [int(m.group(1)) for name in table.child(f"event_date={day}").subdirs() if (m := _HOUR.match(name))]
+        hours = [h for h in hours if h <= 23]
+        if hours:
+            start = pendulum.parse(day, tz="UTC")
+            assert isinstance(start, pendulum.DateTime)
+            return start.add(hours=min(hours))
+    return None
+
+
+def resolve_start(settings: OrchestrationSettings, landed: Location | None = None,
+                  now: pendulum.DateTime | None = None) -> str:
+    """``partitions_start`` as a key: the configured date, or for ``auto`` the earlier of the
+    earliest landed hour of ``landed`` and the start of today, both in ``settings.timezone``."""
+    if settings.partitions_start != AUTO:
+        return settings.partitions_start
+    today = (now or pendulum.now(settings.timezone)).in_timezone(settings.timezone).start_of("day")
+    earliest = None
+    if landed is not None:
+        try:
+            earliest = earliest_landed_hour(landed)
+        except OSError as err:  # an unreachable landing root must not stop the definitions from loading
+            log.warning("partitions_start = auto: cannot list %s (%s); starting at %s", landed.uri, err, today)
+    start = today if earliest is None else min(today, earliest.in_timezone(settings.timezone).start_of("hour"))
+    return start.format(_FORMAT)
+
+
+def hourly_partitions(settings: OrchestrationSettings, start: str | None = None) -> dg.HourlyPartitionsDefinition:
+    """Hourly partitions in ``settings.timezone`` from ``start`` (default: ``partitions_start``,
+    ``auto`` without data: today); the hour in progress is included (``end_offset=1``) so that
+    fresh data can be curated before the hour ends (re-running it later replaces it)."""
+    return dg.HourlyPartitionsDefinition(start_date=start or resolve_start(settings), timezone=settings.timezone,
+                                         end_offset=1)
+
+
+def channel_partitions(spec: ChannelSpec, settings: OrchestrationSettings) -> dg.HourlyPartitionsDefinition:
+    """The partitions of the curated table of ``spec``: ``auto`` looks at its landed table (the
+    landing root of ``landing_conf``, environment overrides applied)."""
+    if settings.partitions_start != AUTO:
+        return hourly_partitions(settings)
+    from ingest_toolkit.errors import ConfigError
+    from ingest_toolkit.land.config import load_landing_config
+
+    try:
+        landed: Location | None = locate(load_landing_config(settings.landing_conf).root).child(spec.name)
+    except (ConfigError, OSError, ValueError) as err:  # the landing run reports it; the definitions still load
+        log.warning("partitions_start = auto: %s; starting at today", err)
+        landed = None
+    return hourly_partitions(settings, resolve_start(settings, landed))

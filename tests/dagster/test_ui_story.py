@@ -1,0 +1,136 @@
+"""What the Dagster UI shows: the channel's state over time, curated partitions where data
+starts, names that tell the assets apart, the resources' effective values (no Spark)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import pendulum
+
+from dagster_defs.factory import build_definitions, build_resources
+from dagster_defs.naming import channel_key, curated_key, curated_sensor_name, landed_key, observer_sensor_name
+from dagster_defs.partitions import resolve_start
+from dagster_defs.storage import locate
+
+from .helpers import events_at, fill, make_setup
+
+
+def _observe(defs: dg.Definitions, instance: dg.DagsterInstance) -> dg.SensorResult:
+    sensor = defs.resolve_sensor_def(observer_sensor_name("events"))
+    result = sensor(dg.build_sensor_context(instance=instance, definitions=defs))
+    assert isinstance(result, dg.SensorResult)
+    return result
+
+
+def test_the_channel_is_observed_over_time_instead_of_never_materialized(tmp_path: Path) -> None:
+    """The channel asset was an external asset with no events: the UI showed "Never materialized"
+    and plotted nothing. It is observable now, and a sensor records its state as observations."""
+    setup = make_setup(tmp_path, checkpoint_interval=30.0)
+    defs = build_definitions(setup.settings, [setup.spec])
+    assert defs.resolve_asset_graph().get(channel_key("events")).is_observable
+    channel = setup.open()
+    try:
+        fill(channel, events_at(300, 0, size=200))
+        with channel.transaction() as tx:
+            tx.take(100)
+            channel.checkpoint()  # 100 in an open take at the checkpoint
+            tx.rollback()
+        with dg.instance_for_test() as instance:
+            result = _observe(defs, instance)
+            (observation,) = result.asset_events
+            for event in result.asset_events:  # what the sensor daemon does with them
+                instance.report_runless_asset_event(event)
+            stored = instance.fetch_observations(channel_key("events"), limit=5).records
+    finally:
+        channel.close()
+    assert isinstance(observation, dg.AssetObservation) and observation.asset_key == channel_key("events")
+    values = {k: v.value for k, v in observation.metadata.items()}
+    assert (values["queue_depth"], values["committed_backlog"], values["in_open_takes"]) == (300, 200, 100)
+    assert values["segments"] >= 2 and values["bytes_on_disk"] > 300 * 200 and values["checkpoint_id"] >= 1
+    assert values["oldest_event_age_seconds"] >= 0 and values["puts_committed"] == 300
+    assert isinstance(observation.metadata["capacity"], dg.TextMetadataValue)  # a constant: not plotted
+    assert result.skip_reason and "committed backlog 200 events" in result.skip_reason.skip_message
+    assert len(stored) == 1
+
+
+def test_observing_the_channel_from_the_ui_records_the_same_values(tmp_path: Path) -> None:
+    """The asset's Observe button runs its observe function."""
+    setup = make_setup(tmp_path)
+    channel = setup.open()
+    fill(channel, events_at(40, 0))
+    channel.close()
+    observe = dg.define_asset_job("observe_events", selection=dg.AssetSelection.assets(channel_key("events")))
+    defs = dg.Definitions.merge(build_definitions(setup.settings, [setup.spec]), dg.Definitions(jobs=[observe]))
+    with dg.instance_for_test() as instance:
+        result = defs.resolve_job_def("observe_events").execute_in_process(instance=instance)
+        assert result.success
+        (record,) = instance.fetch_observations(channel_key("events"), limit=5).records
+    observation = record.asset_observation
+    assert observation is not None and observation.metadata["committed_backlog"].value == 40
+
+
+def test_curated_partitions_start_where_the_landed_data_starts(tmp_path: Path) -> None:
+    """With partitions_start 2026-01-01 the UI showed 7,878 hours, 7,877 of them "missing". The
+    default is now auto: the earliest landed hour, or today when nothing landed yet."""
+    setup = make_setup(tmp_path)
+    now = pendulum.now("UTC")
+    fresh = build_definitions(setup.settings, [setup.spec]).resolve_assets_def(curated_key("events"))
+    keys = fresh.partitions_def.get_partition_keys()  # type: ignore[union-attr]
+    assert keys[0] == now.start_of("day").format("YYYY-MM-DD-HH:mm") and len(keys) <= 25, keys[:3]
+    landed = tmp_path / "landing" / "events"
+    for day, hour in (("2026-11-20", "10"), ("2026-11-20", "08"), ("2026-11-21", "3")):
+        (landed / f"event_date={day}" / f"event_hour={hour}").mkdir(parents=True)
+    (landed / "event_date=__HIVE_DEFAULT_PARTITION__" / "event_hour=__HIVE_DEFAULT_PARTITION__").mkdir(parents=True)
+    defs = build_definitions(setup.settings, [setup.spec])
+    keys = defs.resolve_assets_def(curated_key("events")).partitions_def.get_partition_keys()  # type: ignore[union-attr]
+    assert keys[0] == "2026-11-20-08:00"
+    since = now.start_of("hour") - pendulum.datetime(2026, 11, 20, 8, tz="UTC")
+    hours = since.in_hours() + 1  # from 08:00 to the hour in progress (end_offset=1), both included
+    assert len(keys) == hours
+    assert resolve_start(setup.settings.model_copy(update={"timezone": "Asia/Kolkata"}), locate(str(landed)),
+                         now=pendulum.datetime(2026, 11, 25, tz="UTC")) == "2026-11-20-13:00"  # 08:00 UTC = 13:30 IST
+    fixed = setup.settings.model_copy(update={"partitions_start": "2026-11-01-00:00"})
+    assert resolve_start(fixed, locate(str(landed))) == "2026-11-01-00:00"
+
+
+def test_a_landed_hour_before_the_first_partition_is_named_by_the_curated_sensor(tmp_path: Path) -> None:
+    """Older data that lands after the definitions loaded has no partition yet: said, not dropped."""
+    setup = make_setup(tmp_path, partitions_start="2026-11-21-00:00")
+    defs = build_definitions(setup.settings, [setup.spec])
+    sensor = defs.resolve_sensor_def(curated_sensor_name("events"))
+    with dg.instance_for_test() as instance:
+        instance.report_runless_asset_event(dg.AssetMaterialization(landed_key("events"), metadata={
+            "partitions": ["event_date=2026-11-20/event_hour=08"]}))
+        result = sensor(dg.build_sensor_context(instance=instance, definitions=defs))
+    assert isinstance(result, dg.SensorResult) and not result.run_requests and result.skip_reason
+    message = result.skip_reason.skip_message
+    assert "before the first curated partition 2026-11-21T00:00:00+00:00: ['2026-11-20T08:00:00Z']" in message
+    assert "reload the code location" in message
+
+
+def test_the_three_assets_of_a_channel_have_names_of_their_own(tmp_path: Path) -> None:
+    """The graph labels a node with the last part of its key: channel/events, landed/events and
+    curated/events were three nodes called "events"."""
+    setup = make_setup(tmp_path)
+    defs = build_definitions(setup.settings, [setup.spec])
+    keys = [channel_key("events"), landed_key("events"), curated_key("events")]
+    assert [k.path[-1] for k in keys] == ["events_channel", "events_landed", "events_curated"]
+    assert {k for k in defs.resolve_all_asset_keys()} == set(keys)
+    groups = {k.path[-1]: defs.resolve_asset_graph().get(k).group_name for k in keys}
+    assert groups == {"events_channel": "channels", "events_landed": "landing", "events_curated": "curated"}
+
+
+def test_the_landing_resource_shows_the_effective_values(tmp_path: Path) -> None:
+    """The resource page showed null for root, agent and master (the file's values applied only
+    at run time)."""
+    setup = make_setup(tmp_path)
+    landing_toml = (setup.conf / "landing.toml").read_text()
+    with_agent = landing_toml.replace("[landing]\n", '[landing]\nagent = "127.0.0.1:7431"\n')
+    (setup.conf / "landing.toml").write_text(with_agent)
+    resources = build_resources(setup.settings)
+    landing, spark = resources["landing"], resources["spark"]
+    assert landing.root == (tmp_path / "landing").as_uri()  # type: ignore[attr-defined]
+    assert landing.agent == "127.0.0.1:7431"  # type: ignore[attr-defined]
+    assert spark.master == "local[2]"  # type: ignore[attr-defined]
+    assert landing.config().root == landing.root  # type: ignore[attr-defined]  # what a run uses
