@@ -92,9 +92,10 @@ def build_data_checks(spec: ChannelSpec, settings: OrchestrationSettings) -> lis
             try:
                 status = landing.agent_status(spec, config)
             except IngestError as err:  # the agent is down or refuses: a verdict, not a crash of the check
+                where = f"at {config.agent}" if config.agent else "that owns the channel"
                 status, unavailable = None, (
-                    f"the channel's takes_committed could not be read from the agent the landing takes through "
-                    f"({err}); start the agent (or fix [landing] agent) and run the check again")
+                    f"the channel's takes_committed could not be read from the agent {where} ({err}); start the "
+                    "agent (or fix [landing] agent) and run the check again")
             if status is not None:
                 taken = taken_from_agent(status)
             elif unavailable is None:
