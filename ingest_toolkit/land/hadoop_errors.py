@@ -59,7 +59,7 @@ def describe_failure(err: BaseException, uri: str) -> str:
                 return _clip(text)
     if causes:
         name, message = causes[-1]
-        return _clip(f"{name.rsplit('.', 1)[-1]}: {_first_line(message)}")
+        return _clip(f"{name}: {_first_line(message)}")
     return summarize(err)  # a trace only as text (Spark Connect, captured errors), or not from the JVM
 
 

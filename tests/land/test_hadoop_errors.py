@@ -74,7 +74,7 @@ def test_each_known_state_is_named_with_the_uri_in_one_line() -> None:
 
 def test_unknown_jvm_failures_give_the_innermost_exception_and_others_pass_through() -> None:
     err = _job_abort(_Throwable("java.lang.IllegalStateException", "something odd\nsecond line"))
-    assert describe_failure(err, ROOT) == "IllegalStateException: something odd"
+    assert describe_failure(err, ROOT) == "java.lang.IllegalStateException: something odd"
     assert [name for name, _ in java_causes(err)][-1] == "java.lang.IllegalStateException"
     plain = ValueError("a toolkit error, one line already")
     assert describe_failure(plain, ROOT) == "a toolkit error, one line already" and java_causes(plain) == []
