@@ -45,7 +45,8 @@ def _error_of(result: dg.ExecuteInProcessResult) -> str:
 def test_dagster_on_hdfs_landing_sensor_retry_curated_and_every_check(
         tmp_path: Path, healthy_hdfs: MiniHdfs, hdfs_root: str, files: HdfsFiles, spark: SparkSession) -> None:
     curated_root = hdfs_root.rsplit("/", 1)[0] + "/curated"
-    setup = make_setup(tmp_path, sensor_min_backlog=10, sensor_retry_seconds=0, curated_root=curated_root)
+    setup = make_setup(tmp_path, sensor_min_backlog=10, sensor_retry_seconds=0, curated_root=curated_root,
+                       partitions_start="2026-11-20-00:00")
     (setup.conf / "landing.toml").write_text(f'[landing]\nroot = "{hdfs_root}"\nmax_events = 1000\n\n'
                                              '[spark]\nmaster = "local[2]"\n')
     channel = setup.open()
