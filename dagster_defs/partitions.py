@@ -26,7 +26,7 @@ import dagster as dg
 import pendulum
 
 from .settings import ChannelSpec, OrchestrationSettings
-from .storage import Location, locate
+from .storage import Location, local_path, locate
 
 __all__ = ["AUTO", "channel_partitions", "earliest_landed_hour", "hourly_partitions", "resolve_start"]
 
@@ -84,8 +84,15 @@ def channel_partitions(spec: ChannelSpec, settings: OrchestrationSettings) -> dg
     from ingest_toolkit.land.config import load_landing_config
 
     try:
-        landed: Location | None = locate(load_landing_config(settings.landing_conf).root).child(spec.name)
+        root = load_landing_config(settings.landing_conf).root
     except (ConfigError, OSError, ValueError) as err:  # the landing run reports it; the definitions still load
         log.warning("partitions_start = auto: %s; starting at today", err)
-        landed = None
+        return hourly_partitions(settings, resolve_start(settings))
+    if local_path(root) is None:
+        # Listing hdfs:// or s3a:// needs a JVM (Spark's Hadoop client): too heavy for loading the
+        # definitions, so a remote root starts at today unless partitions_start names a date.
+        log.info("partitions_start = auto reads only local landing roots; %s: starting at today "
+                 "(set [dagster] partitions_start to the first day of your data to backfill earlier hours)", root)
+        return hourly_partitions(settings, resolve_start(settings))
+    landed: Location | None = locate(root).child(spec.name)
     return hourly_partitions(settings, resolve_start(settings, landed))

@@ -134,3 +134,15 @@ def test_the_landing_resource_shows_the_effective_values(tmp_path: Path) -> None
     assert landing.agent == "127.0.0.1:7431"  # type: ignore[attr-defined]
     assert spark.master == "local[2]"  # type: ignore[attr-defined]
     assert landing.config().root == landing.root  # type: ignore[attr-defined]  # what a run uses
+
+
+def test_a_remote_landing_root_starts_today_without_touching_it(tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    """With an hdfs:// root, loading the definitions tried pyarrow's libhdfs and printed dozens of
+    "dlopen(... libjvm.so) failed" lines. A remote root is not listed: the start is today."""
+    setup = make_setup(tmp_path)
+    (setup.conf / "landing.toml").write_text('[landing]\nroot = "hdfs://127.0.0.1:1/landing"\n')
+    caplog.set_level("INFO", logger="dagster_defs.partitions")
+    defs = build_definitions(setup.settings, [setup.spec])
+    keys = defs.resolve_assets_def(curated_key("events")).partitions_def.get_partition_keys()  # type: ignore[union-attr]
+    assert keys[0] == pendulum.now("UTC").start_of("day").format("YYYY-MM-DD-HH:mm")
+    assert "reads only local landing roots; hdfs://127.0.0.1:1/landing: starting at today" in caplog.text
