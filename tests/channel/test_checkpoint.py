@@ -56,6 +56,7 @@ from ingest_toolkit.channel.checkpoint import (
 )
 from ingest_toolkit.channel.proto import channel_pb2 as pb
 from ingest_toolkit.errors import ChannelFullError, ChannelIdentityError, CorruptLogError
+from tests.soak import soak
 
 from .faultfs import MUTATING_OPS, FaultyFileSystem
 
@@ -257,7 +258,7 @@ def test_clean_close_then_restart_replays_nothing(tmp_path: Path) -> None:
 # == 2. crashes during a checkpoint =============================================================
 # -- 2a. SIGKILL of a child that commits and checkpoints ------------------------------------
 SIGKILL_TRIALS = 30
-SIGKILL_SLOW_TRIALS = 300
+SIGKILL_SLOW_TRIALS = soak(150)  # INGEST_SOAK scales it (tests/soak.py)
 EARLY_KILL_SHARE = 0.1  # killed while opening the channel (recovery from a checkpoint)
 AIMED_SHARE = 0.75  # killed 0-8 ms after the child announced a checkpoint() call
 

@@ -37,10 +37,11 @@ import pytest
 
 from ingest_toolkit.channel import Event, FileChannel
 from ingest_toolkit.errors import ChannelLockedError
+from tests.soak import soak
 
 CHILD_PATH = Path(__file__).with_name("crash_child.py")
 TRIALS = 50
-SLOW_TRIALS = 400
+SLOW_TRIALS = soak(200)  # INGEST_SOAK scales it (tests/soak.py)
 PAGE_CACHE_TRIALS = 20
 TRIALS_PER_DIRS = 25
 EARLY_KILL_SHARE = 0.1  # trials that kill the child while it opens (recovers) the channel

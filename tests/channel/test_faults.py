@@ -28,6 +28,7 @@ import pytest
 from ingest_toolkit.channel import Event, FileChannel, Transaction, TxnState
 from ingest_toolkit.errors import ChannelFailedError, DiskSpaceError, IngestError, TransientError
 from tests.channel.faultfs import MUTATING_OPS, FaultyFileSystem
+from tests.soak import soak
 
 KiB, MiB = 1 << 10, 1 << 20
 SPILL = 4096  # the smallest spill_bytes the config allows
@@ -308,7 +309,7 @@ def test_power_loss_after_disk_full_episodes(tmp_path: Path, seed: int, durabili
 @pytest.mark.slow
 @pytest.mark.parametrize("durability", ["fsync", "page_cache"])
 def test_power_loss_many_seeds(tmp_path: Path, durability: str) -> None:
-    for seed in range(100, 250):
+    for seed in range(100, 100 + soak(75)):
         work = Workload(seed, durability, steps=120, disk_full=seed % 3 == 0)
         power_loss_trial(tmp_path / str(seed), work, torn=seed % 2 == 1)
 

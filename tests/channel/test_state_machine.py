@@ -32,6 +32,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from ingest_toolkit.channel import Event, FileChannel
 from ingest_toolkit.errors import ChannelFullError, TransactionCapacityError
 from tests.channel.conformance import TransactionLike, Worker
+from tests.soak import soak
 
 CAPACITY = 12
 TXN_CAPACITY = 6
@@ -192,4 +193,4 @@ def test_channel_matches_model() -> None:
 
 @pytest.mark.slow
 def test_channel_matches_model_long() -> None:
-    run_state_machine_as_test(ChannelMachine, settings=_settings(500, 60))
+    run_state_machine_as_test(ChannelMachine, settings=_settings(soak(250), 60))

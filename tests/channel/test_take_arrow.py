@@ -29,6 +29,7 @@ from ingest_toolkit.channel.proto import channel_pb2 as pb
 from ingest_toolkit.errors import CorruptLogError, TransactionCapacityError, TransactionError
 from tests.channel.conformance import Worker
 from tests.channel.test_corruption import flip, frames_of_type, segment
+from tests.soak import soak
 
 # -- helpers ------------------------------------------------------------------------------
 SEGMENT_BYTES = 128 * 1024
@@ -206,7 +207,7 @@ def test_arrow_take_equals_columns_take(tmp_path_factory: pytest.TempPathFactory
 
 @pytest.mark.slow
 @pytest.mark.parametrize("vectorize_all", [False, True], ids=["default-runs", "all-vectorized"])
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=soak(250), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                     HealthCheck.too_slow])
 @given(batches=batches(), take_sizes=st.lists(st.integers(1, 1500), min_size=1, max_size=4))
 def test_arrow_take_equals_columns_take_long(tmp_path_factory: pytest.TempPathFactory,
