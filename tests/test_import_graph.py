@@ -39,13 +39,15 @@ KNOWN_CYCLES: list[frozenset[str]] = []
 
 # Cycles that exist only through imports under ``if TYPE_CHECKING:``, as above; must only shrink.
 KNOWN_TYPE_CYCLES: list[frozenset[str]] = [
-    # transaction.py names FileChannel for its type (and calls its privates); txnframes imports
-    # Transaction; replay/recovery name the transaction frames.
+    # transaction.py names FileChannel for its type (and calls its privates); channel imports
+    # transaction, txnframes and recovery, which reaches txnframes through replay; txnframes
+    # imports Transaction.
     frozenset({"ingest_toolkit.channel.channel", "ingest_toolkit.channel.recovery", "ingest_toolkit.channel.replay",
                "ingest_toolkit.channel.transaction", "ingest_toolkit.channel.txnframes"}),
     # render.py names the reports of the tools that import it to render them.
     frozenset({"ingest_toolkit.channel.tools.inspection", "ingest_toolkit.channel.tools.render",
                "ingest_toolkit.channel.tools.repair", "ingest_toolkit.channel.tools.verify"}),
+    # adapter.py names the client's type; client.py imports the adapter.
     frozenset({"ingest_toolkit.rpc.adapter", "ingest_toolkit.rpc.client"}),
 ]
 
