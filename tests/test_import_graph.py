@@ -15,6 +15,8 @@ must only shrink (a test fails on anything new, and on an entry the code no long
 * :data:`KNOWN_CYCLES`: cycles of module-level imports;
 * :data:`KNOWN_TYPE_CYCLES`: cycles closed only by imports under ``TYPE_CHECKING`` (no import
   fails at run time, but the modules still cannot be read apart);
+* :data:`KNOWN_STAGE_CYCLES`: cycles between the packages of the stages (channel, collect, rpc,
+  land, ...), which module cycles do not show (an arrow up the layers);
 * :data:`LAZY_BACK_EDGES`: imports inside functions kept there only because a module-level
   import would close a cycle - each is a cycle the graph does not see.
 """
@@ -49,6 +51,14 @@ KNOWN_TYPE_CYCLES: list[frozenset[str]] = [
                "ingest_toolkit.channel.tools.repair", "ingest_toolkit.channel.tools.verify"}),
     # adapter.py names the client's type; client.py imports the adapter.
     frozenset({"ingest_toolkit.rpc.adapter", "ingest_toolkit.rpc.client"}),
+]
+
+# Cycles between stages: the packages directly below ``ingest_toolkit`` (a top-level module counts
+# as its own) and ``dagster_defs``, joined by the module-level edges of their modules
+# (``__main__`` modules left out: nothing imports a program). Must only shrink.
+KNOWN_STAGE_CYCLES: list[frozenset[str]] = [
+    # rpc/handlers.py imports collect.pipeline; collect/agent.py serves rpc.server.
+    frozenset({"ingest_toolkit.collect", "ingest_toolkit.rpc"}),
 ]
 
 # Function-level imports ``(importer, imported)`` that would close a cycle if written at module
@@ -212,6 +222,20 @@ def test_no_import_cycles_but_the_known_ones() -> None:
 def test_no_cycles_through_type_checking_imports_but_the_known_ones() -> None:
     runtime = cycles(import_graph()[0])
     _compare(cycles(import_graph(type_only=True)[0]) - runtime, KNOWN_TYPE_CYCLES, "KNOWN_TYPE_CYCLES")
+
+
+def stage_of(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "ingest_toolkit" and len(parts) > 1 else parts[0]
+
+
+def test_no_cycles_between_stages_but_the_known_ones() -> None:
+    graph, _edges = import_graph()
+    stages: dict[str, set[str]] = {stage_of(module): set() for module in graph}
+    for module, targets in graph.items():
+        if not module.endswith(".__main__"):
+            stages[stage_of(module)] |= {stage_of(t) for t in targets} - {stage_of(module)}
+    _compare(cycles(stages), KNOWN_STAGE_CYCLES, "KNOWN_STAGE_CYCLES")
 
 
 def test_lazy_back_edges_are_listed() -> None:
