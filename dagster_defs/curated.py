@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 import pendulum
 
-from .storage import Location, locate
+from ingest_toolkit.land.storage import Location, locate
 
 if TYPE_CHECKING:
     import dagster as dg

@@ -12,12 +12,12 @@ from rich.console import Console
 from rich.table import Table
 
 from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
+from ingest_toolkit.land.storage import HadoopStorage, Location, local_path, locate
 
 from .curated import hour_of_landed_dir, partition_keys_for_hours
 from .naming import checks_job_name, curated_job_name, curated_op_name, landing_job_name, landing_op_name
 from .partitions import hourly_partitions
 from .settings import ChannelSpec, OrchestrationSettings
-from .storage import Location, local_path, locate
 
 __all__ = ["CheckRow", "Outcome", "check_table", "landed_partition_keys", "run_pipeline"]
 
@@ -94,8 +94,6 @@ def _wait_for_checkpoint(spec: ChannelSpec, after_ns: int, timeout: float = 30.0
 
 def _clear_remote(uris: list[str]) -> None:
     """The demo's own tables on HDFS (``--hdfs``), deleted like var/landing is locally."""
-    from ingest_toolkit.land.remote_storage import HadoopStorage
-
     for uri in uris:
         if local_path(uri) is None:
             HadoopStorage(uri, _spark()).delete("")

@@ -25,8 +25,9 @@ import re
 import dagster as dg
 import pendulum
 
+from ingest_toolkit.land.storage import Location, local_path, locate
+
 from .settings import ChannelSpec, OrchestrationSettings
-from .storage import Location, local_path, locate
 
 __all__ = ["AUTO", "channel_partitions", "earliest_landed_hour", "hourly_partitions", "resolve_start"]
 

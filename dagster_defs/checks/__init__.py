@@ -15,11 +15,11 @@ from typing import Any
 import dagster as dg
 
 from ingest_toolkit.errors import IngestError
+from ingest_toolkit.land.storage import local_path
 
 from ..naming import channel_key, curated_key, landed_key
 from ..resources import CuratedResource, LandingResource, SparkResource
 from ..settings import ChannelSpec, OrchestrationSettings
-from ..storage import local_path
 from .channel_checks import check_backlog, check_checkpoint_fresh, check_drained_logs_deleted, check_refcounts
 from .data_checks import TakenCount, check_no_duplicates, check_reconcile, taken_from_agent, taken_from_checkpoint
 from .log_presence import check_referenced_logs

@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
 
 from ingest_toolkit.channel.checkpoint import Checkpoint, CheckpointInvalid, load_checkpoint, read_checkpoint_meta
-from ingest_toolkit.channel.replay import count_refs
 from ingest_toolkit.channel.tools.common import ChannelDirs, lock_state, segments_of
+from ingest_toolkit.channel.tools.refcounts import deletion_floor, recount
 
 from ..settings import ChannelSpec, OrchestrationSettings
 
@@ -58,13 +57,6 @@ def load_live_checkpoint(checkpoint_dir: str) -> LiveCheckpoint | None:
     raise last
 
 
-def _recount(checkpoint: Checkpoint) -> Counter[int]:
-    recounted: Counter[int] = Counter(count_refs(checkpoint.queue))
-    for _txn, pointers in checkpoint.takes:
-        recounted.update(p >> 32 for p in pointers)
-    return recounted
-
-
 def check_refcounts(spec: ChannelSpec) -> dg.AssetCheckResult:
     """``log_refcounts`` in checkpoint.meta equal an offline recount of the same checkpoint."""
     try:
@@ -75,29 +67,30 @@ def check_refcounts(spec: ChannelSpec) -> dg.AssetCheckResult:
     if live is None:
         return dg.AssetCheckResult(passed=True, description="no checkpoint yet: nothing to recount",
                                    metadata={"checkpoint_dir": spec.checkpoint_dir})
-    meta = live.checkpoint.meta
-    recounted = _recount(live.checkpoint)
-    recorded = {log_id: n for log_id, n in meta.log_refcounts.items() if n}
-    mismatches = {f"log-{i}": {"recorded": recorded.get(i, 0), "recounted": recounted[i]}
-                  for i in sorted(set(recorded) | set(recounted)) if recorded.get(i, 0) != recounted[i]}
-    size = len(live.checkpoint.queue) + sum(len(p) for _t, p in live.checkpoint.takes)
-    passed = not mismatches and size == meta.queue_size
+    counts = recount(live.checkpoint)
+    mismatches = {f"log-{i}": {"recorded": recorded, "recounted": recounted}
+                  for i, (recorded, recounted) in counts.mismatches.items()}
     return dg.AssetCheckResult(
-        passed=passed,
-        description=("reference counts match a recount of the queue and open takes" if passed else
-                     f"{len(mismatches)} log files disagree, queue_size {meta.queue_size} vs {size} recounted"),
-        metadata={"checkpoint_id": meta.checkpoint_id, "log_files_referenced": len(recorded),
-                  "events_recounted": sum(recounted.values()), "queue_size_recorded": meta.queue_size,
-                  "queue_size_recounted": size, "mismatches": mismatches, "read_attempts": live.attempts})
+        passed=counts.ok,
+        description=("reference counts match a recount of the queue and open takes" if counts.ok else
+                     f"{len(mismatches)} log files disagree, queue_size {counts.queue_size_recorded} vs "
+                     f"{counts.queue_size_recounted} recounted"),
+        metadata={"checkpoint_id": live.checkpoint.meta.checkpoint_id, "log_files_referenced": len(counts.recorded),
+                  "events_recounted": sum(counts.recounted.values()),
+                  "queue_size_recorded": counts.queue_size_recorded,
+                  "queue_size_recounted": counts.queue_size_recounted, "mismatches": mismatches,
+                  "read_attempts": live.attempts})
 
 
 def check_drained_logs_deleted(spec: ChannelSpec, settings: OrchestrationSettings,
                                now_ns: int | None = None) -> dg.AssetCheckResult:
     """No segment below the deletion floor survives its checkpoint by more than the grace.
 
-    The floor is the channel's own rule: ``min(checkpoint log id, every segment a queued,
-    in-flight or spilled event points into)``. A drained segment *between* needed ones is kept
-    by design (a full replay of what remains must stay exact) and only reported.
+    The floor is the channel's own rule
+    (:func:`~ingest_toolkit.channel.tools.refcounts.deletion_floor`): ``min(checkpoint log id,
+    every segment a queued, in-flight or spilled event points into)``. A drained segment
+    *between* needed ones is kept by design (a full replay of what remains must stay exact) and
+    only reported.
     """
     try:
         live = load_live_checkpoint(spec.checkpoint_dir)
@@ -109,9 +102,8 @@ def check_drained_logs_deleted(spec: ChannelSpec, settings: OrchestrationSetting
         return dg.AssetCheckResult(passed=True, description="no checkpoint yet: deletion has not started",
                                    metadata={"log_files": len(segments)})
     checkpoint = live.checkpoint
-    needed = {i for i, n in checkpoint.meta.log_refcounts.items() if n} | set(_recount(checkpoint))
-    needed |= {p >> 32 for _t, ptrs in checkpoint.puts for p in ptrs}
-    floor = min([checkpoint.meta.log_id, *needed])
+    deletion = deletion_floor(checkpoint)
+    floor, needed = deletion.log_id, deletion.needed
     below = [(i, path) for i, path in segments if i < floor and os.path.exists(path)]
     age = ((now_ns or time.time_ns()) - checkpoint.meta.written_unix_ns) / 1e9
     kept = [f"log-{i}" for i, _p in segments if floor <= i < checkpoint.meta.log_id and i not in needed]

@@ -26,9 +26,9 @@ import dagster as dg
 
 from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
 from ingest_toolkit.channel.tools.common import lock_state
+from ingest_toolkit.land.storage import locate
 
 from ..settings import ChannelSpec
-from ..storage import locate
 from .table_scan import scan_event_ids
 
 __all__ = ["ManifestTotals", "TakenCount", "check_no_duplicates", "check_reconcile", "taken_from_agent",

@@ -16,7 +16,7 @@ from dagster_defs.factory import build_definitions
 from dagster_defs.naming import curated_sensor_name, landed_key
 from dagster_defs.partitions import hourly_partitions
 from dagster_defs.settings import OrchestrationSettings
-from dagster_defs.storage import locate
+from ingest_toolkit.land.storage import locate
 
 from .helpers import make_setup
 

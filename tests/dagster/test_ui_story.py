@@ -11,7 +11,7 @@ import pendulum
 from dagster_defs.factory import build_definitions, build_resources
 from dagster_defs.naming import channel_key, curated_key, curated_sensor_name, landed_key, observer_sensor_name
 from dagster_defs.partitions import resolve_start
-from dagster_defs.storage import locate
+from ingest_toolkit.land.storage import locate
 
 from .helpers import events_at, fill, make_setup
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 import pyarrow as pa
 
-from ingest_toolkit.land.remote_storage import HadoopStorage
+from ingest_toolkit.land.storage import HadoopStorage
 
 from ..land.helpers import wait_until
 

@@ -12,7 +12,7 @@ from typing import Any
 from ingest_toolkit.land import SparkSettings, spark_session
 from ingest_toolkit.land.errors import CommitConflict
 from ingest_toolkit.land.manifest import Manifest, ManifestLog
-from ingest_toolkit.land.remote_storage import HadoopStorage
+from ingest_toolkit.land.storage import HadoopStorage
 
 CID = bytes(range(16))
 

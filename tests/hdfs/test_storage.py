@@ -23,8 +23,8 @@ from pyarrow import fs as pafs
 
 from ingest_toolkit.hdfs import MiniHdfs
 from ingest_toolkit.land.errors import CommitConflict
-from ingest_toolkit.land.hadoop_arrow import hadoop_filesystem
 from ingest_toolkit.land.manifest import Manifest, ManifestLog, overlap
+from ingest_toolkit.land.storage.hadoop_arrow import hadoop_filesystem
 
 from .helpers import HdfsFiles
 

@@ -24,13 +24,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from ingest_toolkit.channel import EventColumns
+from ingest_toolkit.errors import ConfigError
 from ingest_toolkit.land import LandingConfig, LandingError, Manifest, ManifestFile, land_once, read_manifests
 from ingest_toolkit.land import landing as landing_module
 from ingest_toolkit.land.errors import CommitConflict
 from ingest_toolkit.land.manifest import Landed, ManifestLog, overlap
 from ingest_toolkit.land.publish import finish_moves, recover_channel_dir, staged_files
-from ingest_toolkit.land.remote_storage import ArrowStorage
-from ingest_toolkit.land.storage import LocalStorage, Storage, open_storage
+from ingest_toolkit.land.storage import ArrowStorage, LocalStorage, Storage, open_storage
 
 CID = bytes(range(16))
 PARTITION = "event_date=2026-01-01/event_hour=00"
@@ -116,8 +116,17 @@ def test_local_sync_fsyncs_each_file_and_every_directory_up_to_the_root(tmp_path
 def test_file_roots_get_local_storage_whatever_the_mode(tmp_path: Path) -> None:
     for mode in ("auto", "hadoop", "arrow"):
         assert isinstance(open_storage(tmp_path.as_uri(), mode, None), LocalStorage)
-    with pytest.raises(ValueError, match="hadoop"):
+
+
+def test_storage_configuration_errors_name_the_key_and_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"storage = 'hadoop' needs a classic SparkSession.*set storage = 'arrow'") \
+            as no_jvm:
         open_storage("hdfs://namenode:8020/landing", "hadoop", None)
+    with pytest.raises(ConfigError, match=r"names the host 'nas'.*write root = 'file:///landing'") as with_host:
+        open_storage("file://nas/landing", "auto", None)
+    assert (no_jvm.value.key, with_host.value.key) == ("storage", "root")
+    assert "\n" not in str(no_jvm.value) + str(with_host.value)
+    assert isinstance(open_storage("file://localhost" + str(tmp_path), "auto", None), LocalStorage)
 
 
 # -- the manifest commit log -------------------------------------------------------------------

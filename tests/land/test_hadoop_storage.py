@@ -16,7 +16,7 @@ import pytest
 
 from ingest_toolkit.land.errors import CommitConflict
 from ingest_toolkit.land.manifest import Manifest, ManifestLog
-from ingest_toolkit.land.remote_storage import HadoopStorage
+from ingest_toolkit.land.storage import HadoopStorage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

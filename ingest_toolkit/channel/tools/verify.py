@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,9 +24,10 @@ from ...errors import ChannelIdentityError, CorruptLogError
 from ..checkpoint import Checkpoint, CheckpointInvalid, load_checkpoint
 from ..format import SEGMENT_HEADER_SIZE as HEADER
 from ..fs import FileSystem, OsFileSystem
-from ..replay import ReplayResult, count_refs, replay
+from ..replay import ReplayResult, replay
 from ..segment import read_meta
 from .common import ChannelDirs, PhaseProgress, offline, read_channel_id, segments_of
+from .refcounts import Recount, deletion_floor, recount
 from .render import verify_json
 from .scan import Damage, header_error, open_image, walk, without_torn_tail
 
@@ -87,8 +87,8 @@ class _Verifier:
         checkpoint = self._checkpoint()
         resumed = None
         if checkpoint is not None:
-            recounted = self._check_refcounts(checkpoint)
-            self._check_files(checkpoint, recounted)
+            counts = self._check_refcounts(checkpoint)
+            self._check_files(checkpoint, counts)
             resumed = self._replay("replay from checkpoint", checkpoint)
         else:
             report.notes.append("no usable checkpoint: the logs were checked by a full replay only")
@@ -125,40 +125,32 @@ class _Verifier:
             self.report.log_position = (checkpoint.meta.log_id, checkpoint.meta.log_offset)
         return checkpoint
 
-    def _check_refcounts(self, checkpoint: Checkpoint) -> Counter[int]:
-        meta = checkpoint.meta
-        recounted = Counter(count_refs(checkpoint.queue))
-        for _txn, pointers in checkpoint.takes:
-            recounted.update(p >> 32 for p in pointers)
-        recorded = {log_id: n for log_id, n in meta.log_refcounts.items() if n}
-        for log_id in sorted(set(recorded) | set(recounted)):
-            if recorded.get(log_id, 0) != recounted[log_id]:
-                self.report.add("refcount_mismatch",
-                                f"checkpoint.meta records {recorded.get(log_id, 0)} events in log-{log_id}, "
-                                f"the queue and open takes hold {recounted[log_id]}",
-                                log_id=log_id, recorded=recorded.get(log_id, 0), recounted=recounted[log_id])
-        size = len(checkpoint.queue) + sum(len(p) for _t, p in checkpoint.takes)
-        if meta.queue_size != size:
-            self.report.add("queue_size_mismatch", f"checkpoint.meta records a queue of {meta.queue_size} "
+    def _check_refcounts(self, checkpoint: Checkpoint) -> Recount:
+        counts = recount(checkpoint)
+        for log_id, (recorded, recounted) in counts.mismatches.items():
+            self.report.add("refcount_mismatch",
+                            f"checkpoint.meta records {recorded} events in log-{log_id}, "
+                            f"the queue and open takes hold {recounted}",
+                            log_id=log_id, recorded=recorded, recounted=recounted)
+        recorded_size, size = counts.queue_size_recorded, counts.queue_size_recounted
+        if recorded_size != size:
+            self.report.add("queue_size_mismatch", f"checkpoint.meta records a queue of {recorded_size} "
                             f"events, its queue file and open takes hold {size}",
-                            recorded=meta.queue_size, recounted=size)
-        return recounted
+                            recorded=recorded_size, recounted=size)
+        return counts
 
-    def _check_files(self, checkpoint: Checkpoint, recounted: Counter[int]) -> None:
-        meta = checkpoint.meta
-        needed = {log_id for log_id, n in meta.log_refcounts.items() if n} | set(recounted)
-        needed |= {p >> 32 for _t, ptrs in checkpoint.puts for p in ptrs}
+    def _check_files(self, checkpoint: Checkpoint, counts: Recount) -> None:
+        floor = deletion_floor(checkpoint, counts)
         present = {log_id for log_id, _path in self.segments}
         dirs = self.dirs.data_dirs
-        for log_id in sorted(needed - present):
+        for log_id in sorted(floor.needed - present):
             path = os.path.join(dirs[log_id % len(dirs)], f"log-{log_id}")
             self.report.add("missing_log", f"{path} is missing but queued or in-flight events point into it",
                             log_id=log_id, path=path)
-        floor = min([meta.log_id, *needed])
         for log_id, path in self.segments:
-            if log_id < floor:
-                self.report.add("orphaned_log", f"{path} lies below the deletion floor log-{floor} and no event "
-                                "points into it: the deletion rule would have removed it (left over by a crash "
+            if log_id < floor.log_id:
+                self.report.add("orphaned_log", f"{path} lies below the deletion floor log-{floor.log_id} and no "
+                                "event points into it: the deletion rule would have removed it (left over by a crash "
                                 "before the deletion, or copied back in)", log_id=log_id, path=path)
 
     # -- logs -------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
-"""Landing storage for roots that are not local paths: Hadoop FileSystem (driver JVM) or pyarrow.fs.
+"""The landing's storage through the Hadoop ``FileSystem`` API of the driver's JVM (py4j).
 
-See :mod:`ingest_toolkit.land.storage` for the interface. What each backend guarantees for the
-two protocol operations:
+For roots that are not local paths, with Spark's own settings and credentials: ``hdfs://``,
+``s3a://``, ``abfs://`` ... (a classic session; Spark Connect has no JVM in the client: see
+:mod:`.arrow`). See :mod:`.base` for the interface. What it guarantees for the two protocol
+operations:
 
 * ``create_exclusive``: :class:`HadoopStorage` writes a hidden file (``hsync``) and renames it;
   HDFS renames atomically and refuses an existing target, so of two landings exactly one wins
@@ -9,8 +11,7 @@ two protocol operations:
   ``fs.option.create.conditional.overwrite`` (S3A since Hadoop 3.4.2, with
   ``fs.s3a.create.conditional.enabled``, the default) it writes the file directly with that
   option instead: the store creates it only if the name is free (S3's ``If-None-Match: *``), an
-  object store's only atomic create. :class:`ArrowStorage` checks, then moves: atomic on HDFS
-  through libhdfs, a copy with a race window on object stores (docs/landing.md).
+  object store's only atomic create.
 * ``sync``: a no-op. Spark closed the files; on HDFS a closed file is on every replica's
   DataNode (in memory unless ``dfs.datanode.synconclose`` is true, which docs/landing.md
   recommends).
@@ -20,11 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyarrow import fs as pafs
+from ..hadoop_errors import java_causes
+from .base import FileInfo, join_uri, parent_of, tmp_name
 
-from .storage import FileInfo, tmp_name
-
-__all__ = ["ArrowStorage", "HadoopStorage"]
+__all__ = ["HadoopStorage"]
 
 _CONDITIONAL_CREATE = "fs.option.create.conditional.overwrite"  # Options.CreateFileOptionKeys
 
@@ -32,16 +32,10 @@ _CONDITIONAL_CREATE = "fs.option.create.conditional.overwrite"  # Options.Create
 def _taken(err: Exception) -> bool:
     """Whether a failed conditional create means "the name exists" (S3A: RemoteFileChangedException
     or FileAlreadyExistsException around a 412 Precondition Failed)."""
-    from .hadoop_errors import java_causes
-
     for name, message in java_causes(err):
         if name.endswith(("RemoteFileChangedException", "FileAlreadyExistsException")) or "412" in message:
             return True
     return False
-
-
-def _parent(rel: str) -> str:
-    return rel.rsplit("/", 1)[0] if "/" in rel else ""
 
 
 class HadoopStorage:
@@ -65,7 +59,7 @@ class HadoopStorage:
         return self._conditional
 
     def uri(self, rel: str) -> str:
-        return f"{self.root}/{rel}" if rel else self.root
+        return join_uri(self.root, rel)
 
     def _path(self, rel: str) -> Any:
         return self._jvm.org.apache.hadoop.fs.Path(self.uri(rel))
@@ -152,7 +146,7 @@ class HadoopStorage:
         target = self._path(dst)
         if self._fs.exists(target):
             return False
-        self._fs.mkdirs(self._path(_parent(dst)))
+        self._fs.mkdirs(self._path(parent_of(dst)))
         if self._rename(self._path(src), target):
             return True
         if self._fs.exists(target):
@@ -185,78 +179,6 @@ class HadoopStorage:
             return int(reader.getRecordCount())
         finally:
             reader.close()
-
-    def sync(self, files: list[str], *, contents: bool = True) -> None:
-        """Nothing to do: see the module docstring."""
-
-
-class ArrowStorage:
-    """``pyarrow.fs`` file system for the root URI (no JVM needed)."""
-
-    def __init__(self, root: str) -> None:
-        self.root = root.rstrip("/")
-        self._fs, self._base = pafs.FileSystem.from_uri(self.root)
-        self._base = self._base.rstrip("/")
-
-    def uri(self, rel: str) -> str:
-        return f"{self.root}/{rel}" if rel else self.root
-
-    def _p(self, rel: str) -> str:
-        return f"{self._base}/{rel}" if rel else self._base
-
-    def exists(self, rel: str) -> bool:
-        return bool(self._fs.get_file_info(self._p(rel)).type != pafs.FileType.NotFound)
-
-    def list_dir(self, rel: str) -> list[str]:
-        infos = self._fs.get_file_info(pafs.FileSelector(self._p(rel), allow_not_found=True))
-        return sorted(info.base_name for info in infos)
-
-    def list_files(self, rel: str) -> list[FileInfo]:
-        base = self._p(rel).rstrip("/") + "/"
-        infos = self._fs.get_file_info(pafs.FileSelector(self._p(rel), allow_not_found=True, recursive=True))
-        return [FileInfo(info.path.removeprefix(base), int(info.size),
-                         info.mtime.timestamp() if info.mtime is not None else 0.0)
-                for info in infos if info.type == pafs.FileType.File]
-
-    def read_bytes(self, rel: str) -> bytes:
-        with self._fs.open_input_stream(self._p(rel)) as stream:
-            return bytes(stream.readall())
-
-    def create_exclusive(self, rel: str, data: bytes) -> None:
-        if self.exists(rel):
-            raise FileExistsError(self.uri(rel))
-        tmp = self._p(tmp_name(rel))
-        self._fs.create_dir(self._p(_parent(rel)), recursive=True)
-        with self._fs.open_output_stream(tmp) as stream:
-            stream.write(data)
-        if self.exists(rel):
-            self._fs.delete_file(tmp)
-            raise FileExistsError(self.uri(rel))
-        self._fs.move(tmp, self._p(rel))
-
-    def move(self, src: str, dst: str) -> bool:
-        if self.exists(dst):
-            return False
-        self._fs.create_dir(self._p(_parent(dst)), recursive=True)
-        self._fs.move(self._p(src), self._p(dst))
-        return True
-
-    def delete(self, rel: str) -> None:
-        info = self._fs.get_file_info(self._p(rel))
-        if info.type == pafs.FileType.Directory:
-            self._fs.delete_dir(self._p(rel))
-        elif info.type == pafs.FileType.File:
-            self._fs.delete_file(self._p(rel))
-
-    def mtime(self, rel: str) -> float:
-        mtime = self._fs.get_file_info(self._p(rel)).mtime
-        return float(mtime.timestamp()) if mtime is not None else 0.0
-
-    def parquet_rows(self, rel: str) -> int:
-        import pyarrow.parquet as pq
-
-        with self._fs.open_input_file(self._p(rel)) as stream:
-            return int(pq.read_metadata(stream).num_rows)
 
     def sync(self, files: list[str], *, contents: bool = True) -> None:
         """Nothing to do: see the module docstring."""

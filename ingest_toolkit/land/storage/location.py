@@ -1,10 +1,12 @@
-"""File-system helpers for landed and curated tables: local paths, ``file://``, ``hdfs://``, ``s3a://``.
+"""Directories of landed and curated tables as ``pyarrow.fs`` reaches them: local paths, ``file://``,
+``hdfs://``, ``s3a://``.
 
-Spark reads and writes the data; these helpers only list, test and rename directories, through
-``pyarrow.fs`` so that the same code works on a local disk and on HDFS (where a directory
-rename is atomic). A root that is not local is reached through the Hadoop client of a Spark
-session's JVM when one is given (:mod:`ingest_toolkit.land.hadoop_arrow`: pyarrow alone needs
-a native ``libhdfs`` for HDFS and knows no ``s3a://``), else through pyarrow's own file systems.
+Spark reads and writes the data; a :class:`Location` only lists, tests and renames directories
+(the table scans of the asset checks, the curated swap), through ``pyarrow.fs`` so that the same
+code works on a local disk and on HDFS (where a directory rename is atomic). A root that is not
+local is reached through the Hadoop client of a Spark session's JVM when one is given
+(:mod:`.hadoop_arrow`: pyarrow alone needs a native ``libhdfs`` for HDFS and knows no
+``s3a://``), else through pyarrow's own file systems.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from pyarrow import fs as pafs
+
+from .hadoop_arrow import hadoop_filesystem
 
 __all__ = ["Location", "local_path", "locate"]
 
@@ -57,8 +61,6 @@ def locate(root: str, spark: Any = None) -> Location:
     """A :class:`Location` for a local path (relative to the current directory) or a URI; a
     non-local URI goes through ``spark``'s Hadoop client when a classic session is given."""
     if "://" in root and not root.startswith("file:") and getattr(spark, "_jsc", None) is not None:
-        from ingest_toolkit.land.hadoop_arrow import hadoop_filesystem
-
         filesystem, path = hadoop_filesystem(root, spark)
         return Location(root, filesystem, path)
     if "://" in root:
