@@ -22,7 +22,8 @@ field                                          rule
                                                (the channel assigns sequence numbers)
 ``EventBatch.header_counts`` (uint32)          none, or one per body, adding up to the number
                                                of ``header_keys``; one ``header_values`` per key
-``PutRequest.batch_id``                        at most 128 bytes UTF-8
+``PutRequest.batch_id``                        empty (none), or a valid commit tag: at most
+                                               128 bytes UTF-8 (``channel.tags.check_tag``)
 =============================================  =================================================
 
 Sizes: a request is at most the server's ``max_message_bytes`` (gRPC refuses larger ones with
@@ -40,14 +41,13 @@ from typing import TypeVar
 from google.protobuf.message import DecodeError, Message
 
 from ..channel import EventColumns
+from ..channel.tags import InvalidTagError, check_tag
 from .errors import InvalidRequestError
 from .proto import agent_pb2 as pb
 from .wire import decode_columns
 
-__all__ = ["MAX_BATCH_ID_BYTES", "PutArgs", "TxnOp", "check_batch_id", "check_lease", "check_put", "check_status",
+__all__ = ["PutArgs", "TxnOp", "check_batch_id", "check_lease", "check_put", "check_status",
            "check_txn_request", "lenient", "parse"]
-
-MAX_BATCH_ID_BYTES = 128
 
 M = TypeVar("M", bound=Message)
 
@@ -83,10 +83,13 @@ def check_lease(value: float, field: str) -> float:
 
 
 def check_batch_id(raw: str) -> str | None:
-    size = len(raw.encode())
-    if size > MAX_BATCH_ID_BYTES:
-        raise InvalidRequestError(f"batch_id is {size} bytes UTF-8; at most {MAX_BATCH_ID_BYTES}")
-    return raw or None
+    """``raw`` as a batch id (None when empty), if the channel can take it as a commit tag."""
+    if not raw:
+        return None
+    try:
+        return check_tag(raw)
+    except InvalidTagError as err:
+        raise InvalidRequestError(f"batch_id: {err}") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from ..channel import EventColumns, FileChannel, TxnKind, TxnState
 from ..channel.checkpoint import read_checkpoint_meta
 from ..errors import IngestError
 from ..security import bearer_ok
-from .edge import MAX_BATCH_ID_BYTES, check_put, check_status, check_txn_request
+from .edge import check_put, check_status, check_txn_request
 from .errors import (
     AgentUnavailableError,
     AuthenticationError,
@@ -47,7 +47,7 @@ from .proto import agent_pb2 as pb
 from .proto import agent_pb2_grpc as pb_grpc
 from .wire import CHUNK_BYTES, column_chunks, fill_columns
 
-__all__ = ["AgentService", "MAX_BATCH_ID_BYTES", "Observer"]
+__all__ = ["AgentService", "Observer"]
 
 log = logging.getLogger("ingest_toolkit.rpc")
 

@@ -38,17 +38,11 @@ from pydantic import Field
 
 from ...errors import EventTooLargeError, IngestError, TransactionCapacityError, TransientError
 from ...security import SecuritySettings, bearer_ok, load_token, server_ssl_context, warn_if_exposed
+from ..errors import BadRequestError, BatchIdError, UnsupportedMediaTypeError
 from ..http_server import ConnectionHandler, TlsHttpServer, refusal
-from ..pipeline import BatchIdError, Pipeline, check_batch_id
+from ..pipeline import Pipeline, check_batch_id
 from .base import Counters, SourceSettings
-from .http_body import (
-    DEFAULT_MAX_JSON_DEPTH,
-    MAX_JSON_DEPTH,
-    MIN_JSON_DEPTH,
-    BadRequestError,
-    UnsupportedMediaTypeError,
-    parse_events,
-)
+from .http_body import DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH, MIN_JSON_DEPTH, parse_events
 
 __all__ = ["HttpSettings", "HttpSource"]
 

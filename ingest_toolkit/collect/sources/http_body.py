@@ -27,10 +27,9 @@ from typing import Any
 import numpy as np
 
 from ...channel import Event
-from ...errors import IngestError
+from ..errors import BadRequestError, UnsupportedMediaTypeError
 
-__all__ = ["DEFAULT_MAX_JSON_DEPTH", "MAX_JSON_DEPTH", "MIN_JSON_DEPTH", "BadRequestError",
-           "UnsupportedMediaTypeError", "nesting_depth", "parse_events"]
+__all__ = ["DEFAULT_MAX_JSON_DEPTH", "MAX_JSON_DEPTH", "MIN_JSON_DEPTH", "nesting_depth", "parse_events"]
 
 DEFAULT_MAX_JSON_DEPTH = 32
 MIN_JSON_DEPTH = 3  # an array of event objects whose headers are an object
@@ -39,14 +38,6 @@ MAX_JSON_DEPTH = 512  # well inside the parser's recursion limit (1000 frames, s
 _KEYS = frozenset({"headers", "body", "body_base64"})
 NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl",
                           "application/x-jsonlines"})
-
-
-class BadRequestError(IngestError):
-    """Malformed request body (HTTP 400); the message says where and what."""
-
-
-class UnsupportedMediaTypeError(IngestError):
-    """A Content-Type this source does not read (HTTP 415)."""
 
 
 def parse_events(body: bytes, content_type: str | None, *, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> list[Event]:
