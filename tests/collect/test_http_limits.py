@@ -126,3 +126,17 @@ def test_a_defect_behind_the_source_is_answered_500_not_a_dropped_connection(
     finally:
         source.stop(2)
     assert bodies(ch) == []
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32"])
+def test_the_depth_scan_reads_utf16_and_utf32_bodies_as_the_parser_does(
+        roomy: tuple[HttpSource, FileChannel], encoding: str) -> None:
+    """In UTF-16-LE U+2200 is the byte pair 00 22 (a quote byte) and U+5B00 is 00 5B (a bracket byte): a
+    scan of the raw bytes would see a string end and fifty brackets open."""
+    source, ch = roomy
+    body = json.dumps([{"body": "\u2200" + "\u5b00" * 50}], ensure_ascii=False).encode(encoding)
+    status, doc, _ = post(source.port, body)
+    assert status == 200, doc
+    status, doc, _ = post(source.port, ("[" * 100 + "]" * 100).encode(encoding))
+    assert status == 400 and doc["error"].startswith("JSON nested deeper than max_json_depth=32"), doc
+    assert bodies(ch) == [("\u2200" + "\u5b00" * 50).encode()]

@@ -114,6 +114,12 @@ _LEVEL_STEP[[ord("]"), ord("}")]] = -1
 def _check_depth(data: bytes, max_depth: int, where: str) -> None:
     if data.count(b"[") + data.count(b"{") <= max_depth:
         return  # cannot nest deeper than it has brackets: the common case costs two counts
+    encoding = json.detect_encoding(data)
+    if not encoding.startswith("utf-8"):  # UTF-16/32, which json.loads reads too: scan it as UTF-8
+        try:
+            data = data.decode(encoding, "surrogatepass").encode("utf-8", "surrogatepass")
+        except UnicodeError:
+            return  # the parser refuses it with the offset
     if nesting_depth(data, stop_above=max_depth) > max_depth:
         raise BadRequestError(f"{where}JSON nested deeper than max_json_depth={max_depth} (events nest "
                               f"{MIN_JSON_DEPTH} levels: array, event object, headers object)")
