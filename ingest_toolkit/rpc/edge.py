@@ -8,23 +8,16 @@ request!" logged with a traceback. :func:`parse` is the same parser, raising.
 **Checks.** A refused request is an :class:`InvalidRequestError` (INVALID_ARGUMENT) whose
 one-line message starts with the field's name. Every numeric field of every request:
 
-=============================================  =================================================
-field                                          rule
-=============================================  =================================================
-``Begin.lease_seconds``, ``Extend.lease_seconds``  finite and >= 0 (0: the default, resp. the
-                                               current length); a finite lease above the
-                                               agent's ``max_lease_seconds`` is capped to it
-``Begin.take``, ``Take.max_events`` (uint32)   at most the channel's ``transaction_capacity``
-                                               (minus what the transaction holds), else the
-                                               channel's ``TransactionCapacityError``
-                                               (INVALID_ARGUMENT, with ``capacity``)
-``EventBatch.seqs`` (uint64, in a put)         none, or one per body; the values are ignored
-                                               (the channel assigns sequence numbers)
-``EventBatch.header_counts`` (uint32)          none, or one per body, adding up to the number
-                                               of ``header_keys``; one ``header_values`` per key
-``PutRequest.batch_id``                        empty (none), or a valid commit tag: at most
-                                               128 bytes UTF-8 (``channel.tags.check_tag``)
-=============================================  =================================================
+* ``Begin.lease_seconds``, ``Extend.lease_seconds`` (double): finite and >= 0 (0: the default,
+  resp. the current length); a finite lease above the agent's ``max_lease_seconds`` is capped.
+* ``Begin.take``, ``Take.max_events`` (uint32): at most the channel's ``transaction_capacity``
+  (less what the transaction holds), else the channel's ``TransactionCapacityError``
+  (INVALID_ARGUMENT, with ``capacity``: ``RemoteSource`` asks again within it).
+* ``EventBatch.seqs`` (uint64): none, or one per body; ignored in puts (the channel numbers events).
+* ``EventBatch.header_counts`` (uint32): none, or one per body adding up to the number of
+  ``header_keys``; one ``header_values`` entry per key.
+* ``PutRequest.batch_id``: empty (none), or a valid commit tag, at most 128 bytes of UTF-8
+  (:func:`~ingest_toolkit.channel.tags.check_tag`).
 
 Sizes: a request is at most the server's ``max_message_bytes`` (gRPC refuses larger ones with
 RESOURCE_EXHAUSTED before they reach the service); each event at most the channel's
