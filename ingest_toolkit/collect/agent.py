@@ -30,15 +30,16 @@ from typing import Any
 from ..channel import Event, EventColumns, FileChannel
 from ..channel.fs import OsFileSystem, write_atomic
 from ..channel.lock import DirectoryLock
-from ..errors import ChannelError, ChannelLockedError, ConfigError, DiskSpaceError
+from ..errors import ChannelLockedError, ConfigError, DiskSpaceError
 from ..rpc.server import AgentService, RunningServer, start_server
 from ..security import SecuritySettings, load_token
 from ..settings import invalid_settings
 from .admin import AdminServer
-from .agent_metrics import channel_families, safe_stats, source_families, source_problem
+from .agent_metrics import AgentFacts, exposition, safe_stats, source_problem
 from .config import AgentConfig
+from .errors import AgentLockedError
 from .interceptors import Interceptor, build_interceptors
-from .metrics import MetricsRegistry, Sample, render
+from .metrics import MetricsRegistry
 from .pipeline import Pipeline, PutResult
 from .preflight import directory_problems
 from .selectors import ReplicatingSelectorSettings, Selector, build_selector
@@ -58,18 +59,6 @@ def _version() -> str:
 
 
 __version__ = _version()
-
-Family = tuple[str, str, str, list[Sample]]  # name, type, help, samples
-
-
-class AgentLockedError(ChannelLockedError):
-    """Another agent runs with the same ``state_dir`` (its source positions would be shared)."""
-
-    def __init__(self, *, path: str, holder: str) -> None:
-        ChannelError.__init__(self, f"agent state directory {path} is in use by another agent ({holder}); stop it, "
-                                    "or give this agent its own [agent] state_dir")
-        self.path, self.holder = path, holder
-
 
 class MeteredPipeline(Pipeline):
     """A :class:`Pipeline` that records every ``put_batch`` (duration, events, errors) in the registry."""
@@ -288,19 +277,10 @@ class Agent:
         }
 
     def metrics_text(self) -> str:
-        families: list[Family] = [
-            ("ingest_agent_up", "gauge", "1 when the agent is healthy, else 0.",
-             [Sample("ingest_agent_up", {}, 0 if self.health() else 1)]),
-            ("ingest_agent_start_time_seconds", "gauge", "Unix time the agent finished starting.",
-             [Sample("ingest_agent_start_time_seconds", {}, self.started_at)]),
-            ("ingest_agent_info", "gauge", "Agent name and toolkit version.",
-             [Sample("ingest_agent_info", {"agent": self.config.agent.name, "version": __version__}, 1)]),
-        ]
-        families += channel_families(self.channels)
-        families += self.writability.families()
-        families += self.metrics.families()
-        families += source_families(self.sources)
-        return render(families)
+        """The ``/metrics`` text (the families are :mod:`.agent_metrics`' business)."""
+        facts = AgentFacts(self.config.agent.name, __version__, not self.health(), self.started_at)
+        return exposition(facts, channels=self.channels, writability=self.writability, registry=self.metrics,
+                          sources=self.sources)
 
 
 # -- helpers ------------------------------------------------------------------------------

@@ -1,23 +1,53 @@
-"""The agent's metric families of its channels and sources (see :mod:`.metrics` for the list).
+"""The agent's metric families (see :mod:`.metrics` for the list) and the scrape that renders them.
 
-Read from the live objects at scrape time: ``FileChannel.stats()``, ``checkpoint.meta`` and each
-source's ``stats()``. Every ``ingest_channel_*_total`` counter counts since the agent opened the
-channel (the channel's lifetime counts are in ``/status``).
+Read from the live objects at scrape time: the agent's own state, ``FileChannel.stats()``,
+``checkpoint.meta``, the channels' writability, the pipelines' registry and each source's
+``stats()``. Every ``ingest_channel_*_total`` counter counts since the agent opened the channel
+(the channel's lifetime counts are in ``/status``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..channel import FileChannel
 from ..channel.checkpoint import CheckpointInvalid, read_checkpoint_meta
-from .metrics import Sample
+from .metrics import Family, MetricsRegistry, Sample, render
 from .sources import Source
+from .writability import Writability
 
-__all__ = ["Family", "channel_families", "safe_stats", "source_families", "source_problem"]
+__all__ = ["AgentFacts", "Family", "agent_families", "channel_families", "exposition", "safe_stats",
+           "source_families", "source_problem"]
 
-Family = tuple[str, str, str, list[Sample]]
+
+@dataclass(frozen=True)
+class AgentFacts:
+    """What the ``ingest_agent_*`` families say about the agent itself."""
+
+    name: str
+    version: str
+    healthy: bool
+    started_at: float
+
+
+def exposition(agent: AgentFacts, *, channels: Mapping[str, FileChannel], writability: Writability,
+               registry: MetricsRegistry, sources: Mapping[str, Source]) -> str:
+    """The text of one ``/metrics`` scrape: every family, in a stable order."""
+    families = agent_families(agent) + channel_families(channels) + writability.families()
+    return render(families + registry.families() + source_families(sources))
+
+
+def agent_families(agent: AgentFacts) -> list[Family]:
+    return [
+        ("ingest_agent_up", "gauge", "1 when the agent is healthy, else 0.",
+         [Sample("ingest_agent_up", {}, 1 if agent.healthy else 0)]),
+        ("ingest_agent_start_time_seconds", "gauge", "Unix time the agent finished starting.",
+         [Sample("ingest_agent_start_time_seconds", {}, agent.started_at)]),
+        ("ingest_agent_info", "gauge", "Agent name and toolkit version.",
+         [Sample("ingest_agent_info", {"agent": agent.name, "version": agent.version}, 1)]),
+    ]
 
 
 def safe_stats(stats: Any) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["BUCKETS", "Histogram", "MetricsRegistry", "Sample", "render"]
+__all__ = ["BUCKETS", "Family", "Histogram", "MetricsRegistry", "Sample", "render"]
 
 # Seconds. A fsync'ed commit on a local disk takes ~0.3-50 ms; a full channel waits keep_alive.
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -71,6 +71,10 @@ class Sample:
     value: float
 
 
+Family = tuple[str, str, str, list[Sample]]
+"""One metric family: ``(name, type, help, samples)``."""
+
+
 class MetricsRegistry:
     """What the agent counts itself (the channels and sources report their own state)."""
 
@@ -108,7 +112,7 @@ class MetricsRegistry:
         with self._lock:
             return sum(n for (p, _), n in self._errors.items() if p == pipeline)
 
-    def families(self) -> list[tuple[str, str, str, list[Sample]]]:
+    def families(self) -> list[Family]:
         """(name, type, help, samples) of everything counted here."""
         with self._lock:
             latency = [s for p, h in sorted(self._latency.items()) for s in h.samples(
@@ -139,7 +143,7 @@ def _per(name: str, label: str, values: Mapping[str, int]) -> list[Sample]:
     return [Sample(name, {label: k}, v) for k, v in sorted(values.items())]
 
 
-def render(families: Iterable[tuple[str, str, str, list[Sample]]]) -> str:
+def render(families: Iterable[Family]) -> str:
     """The text exposition of ``families`` (HELP and TYPE lines, then the samples)."""
     lines: list[str] = []
     for name, kind, help_text, samples in families:

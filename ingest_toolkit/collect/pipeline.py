@@ -16,71 +16,20 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..channel import Event, EventColumns, FileChannel
+from ..channel.tags import MAX_TAG_BYTES, InvalidTagError, check_tag
 from ..errors import ConfigError, IngestError
+from ..handoff import PutResult, hold_batch_id
+from .errors import BatchIdError
 from .interceptors import Interceptor
 from .selectors import ReplicatingSelector, Route, Selector
 
-__all__ = ["MAX_BATCH_ID_BYTES", "BatchIdError", "Pipeline", "PutResult", "check_batch_id", "hold_batch_id"]
+__all__ = ["BatchIdError", "Pipeline", "PutResult", "check_batch_id", "hold_batch_id"]
 
 log = logging.getLogger("ingest_toolkit.collect.pipeline")
-
-MAX_BATCH_ID_BYTES = 128  # the channel's limit for a commit tag
-
-
-class BatchIdError(IngestError, ValueError):
-    """A batch id that cannot be a channel commit tag (empty, or over 128 bytes of UTF-8)."""
-
-
-@dataclass(frozen=True)
-class PutResult:
-    """``accepted``: events of the batch (after interceptors) that are now stored in their
-    required channels, by this call or by an earlier one with the same batch id.
-    ``duplicate``: every required channel already held the batch id (nothing was written to
-    them). ``channels``: the channels this call committed to."""
-
-    accepted: int
-    duplicate: bool
-    channels: tuple[str, ...]
-
-
-class _TagLocks:
-    """One lock per batch id, created on demand and dropped when nobody holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._locks: dict[str, tuple[threading.Lock, int]] = {}
-
-    @contextmanager
-    def hold(self, tag: str) -> Iterator[None]:
-        with self._guard:
-            lock, users = self._locks.get(tag, (threading.Lock(), 0))
-            self._locks[tag] = (lock, users + 1)
-        try:
-            with lock:
-                yield
-        finally:
-            with self._guard:
-                lock, users = self._locks[tag]
-                if users == 1:
-                    del self._locks[tag]
-                else:
-                    self._locks[tag] = (lock, users - 1)
-
-
-# Process-wide: pipelines of different sources (and the gRPC put handler) may share channels.
-_TAG_LOCKS = _TagLocks()
-
-
-def hold_batch_id(batch_id: str) -> AbstractContextManager[None]:
-    """The process-wide lock of ``batch_id``: hold it from the ``find_tag`` check to the commit,
-    so that two concurrent retries of one batch cannot both store it."""
-    return _TAG_LOCKS.hold(batch_id)
 
 
 class Pipeline:
@@ -192,7 +141,9 @@ class Pipeline:
 
 
 def check_batch_id(batch_id: str) -> None:
-    """A batch id is 1..128 bytes of UTF-8 (it becomes the channel commit tag)."""
-    size = len(batch_id.encode("utf-8", "surrogatepass"))
-    if not 0 < size <= MAX_BATCH_ID_BYTES:
-        raise BatchIdError(f"batch id must be 1 to {MAX_BATCH_ID_BYTES} bytes of UTF-8, got {size} bytes")
+    """A batch id becomes the channels' commit tag: the channel's rule (1 to 128 bytes of UTF-8,
+    :func:`~ingest_toolkit.channel.tags.check_tag`), checked before anything is stored."""
+    try:
+        check_tag(batch_id)
+    except InvalidTagError as err:
+        raise BatchIdError(f"batch id must be 1 to {MAX_TAG_BYTES} bytes of UTF-8 text: {err}") from None

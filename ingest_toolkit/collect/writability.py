@@ -26,14 +26,11 @@ from dataclasses import dataclass
 
 from ..channel import FileChannel
 from ..errors import DiskSpaceError
-from .metrics import Sample
+from .metrics import Family, Sample
 
 __all__ = ["Writability", "free_bytes"]
 
 log = logging.getLogger("ingest_toolkit.collect.agent")
-
-Family = tuple[str, str, str, list[Sample]]
-
 
 def free_bytes(directory: str) -> int:
     """Bytes an unprivileged writer may still use on the volume of ``directory``."""

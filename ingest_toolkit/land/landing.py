@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import TransactionCapacityError
+from ..handoff import take_within_capacity
 from .batches import build_table, landed_mask, seq_array, seq_ranges
 from .config import LandingConfig
 from .diagnose import summarize
@@ -298,13 +298,7 @@ def _renew(extend: Any, lease: float, max_seconds: float, stop: threading.Event)
 def _open_take(source: TakeSource, max_events: int) -> TakeBatch:
     """Open the take; a channel whose ``transaction_capacity`` is below ``max_events`` (a remote
     one: the landing cannot know it beforehand) is asked again for what it allows."""
-    try:
-        return source.open_take(max_events)
-    except TransactionCapacityError as err:
-        capacity = getattr(err, "capacity", 0)
-        if isinstance(capacity, int) and 0 < capacity < max_events:
-            return source.open_take(capacity)
-        raise
+    return take_within_capacity(source.open_take, max_events)
 
 
 def _rollback(take: TakeBatch) -> Exception | None:

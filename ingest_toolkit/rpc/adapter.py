@@ -4,27 +4,35 @@
 (``tests/channel/conformance.py``): same transaction contract, same exception classes. Like
 FileChannel it allows one open transaction per thread; ``close()`` ends this adapter only (the
 agent's channel stays open) and its open transactions are rolled back by the agent.
+
+Direction: the client imports this module, never the reverse; what the adapter needs of a client
+is the :class:`AgentConnection` protocol below.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from ..channel import TxnState
 from ..errors import ChannelClosedError, TransactionError
-from .remote_txn import RemoteTransaction
+from .remote_txn import RemoteTransaction, TxnStream
 
-if TYPE_CHECKING:
-    from .client import AgentClient
+__all__ = ["AgentConnection", "RemoteChannel"]
 
-__all__ = ["RemoteChannel"]
+
+class AgentConnection(Protocol):
+    """What a :class:`RemoteChannel` needs of its connection (``AgentClient`` is one)."""
+
+    def stream(self) -> TxnStream: ...
+
+    def status(self, channel: str) -> dict[str, Any]: ...
 
 
 class RemoteChannel:
     """``transaction()``, ``len()``, ``close()`` of the channel ``name`` behind an agent."""
 
-    def __init__(self, client: AgentClient, name: str, *, lease_seconds: float = 0.0) -> None:
+    def __init__(self, client: AgentConnection, name: str, *, lease_seconds: float = 0.0) -> None:
         self.client, self.name, self.lease_seconds = client, name, lease_seconds
         self._local = threading.local()
         self._guard = threading.Lock()

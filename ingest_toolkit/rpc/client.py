@@ -20,7 +20,7 @@ from typing import Any
 import grpc
 
 from ..channel import Event, EventColumns, TxnState
-from ..errors import TransactionCapacityError
+from ..handoff import take_within_capacity
 from ..security import CLIENT_TLS_NAMES, PathArg, load_client_tls
 from .adapter import RemoteChannel
 from .errors import RequestTooLargeError, from_rpc_error
@@ -213,14 +213,11 @@ class RemoteSource:
 
     def open_take(self, max_events: int) -> RemoteTake:
         wanted = max_events if self._limit is None else min(max_events, self._limit)
-        try:
-            return self.client.open_take(self.name, wanted, self.lease_seconds)
-        except TransactionCapacityError as err:
-            capacity = getattr(err, "capacity", None)
-            if not isinstance(capacity, int) or capacity >= wanted:
-                raise
-            self._limit = capacity
-            return self.client.open_take(self.name, capacity, self.lease_seconds)
+        return take_within_capacity(lambda n: self.client.open_take(self.name, n, self.lease_seconds), wanted,
+                                    learned=self._learned)
+
+    def _learned(self, capacity: int) -> None:
+        self._limit = capacity
 
     def backlog(self) -> int:
         """Committed events not yet taken (live, from the agent)."""

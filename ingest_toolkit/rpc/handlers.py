@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from ..channel import EventColumns, FileChannel
-from ..collect.pipeline import PutResult, hold_batch_id
+from ..handoff import PutResult, hold_batch_id
 from .errors import InvalidRequestError, UnknownChannelError
 
 __all__ = ["PutHandler", "PutResult", "channel_put_handler"]
@@ -23,8 +23,8 @@ Must return only once the events are committed (durable), and raise the toolkit'
 (ChannelFullError, EventTooLargeError, ...) otherwise. With a batch id it must not store a batch
 whose id was already committed: it reports ``duplicate=True`` instead, with ``accepted`` the
 batch's event count (they are stored, by the earlier call) and no ``channels`` (this call
-committed to none), as :meth:`Pipeline.put_batch <ingest_toolkit.collect.pipeline.Pipeline.put_batch>`
-does for the agent."""
+committed to none), as the agent's collect pipeline (``Pipeline.put_batch``) does. The rules both
+share are in :mod:`ingest_toolkit.handoff`: this layer never imports the collect stage above it."""
 
 
 def channel_put_handler(channels: Mapping[str, FileChannel], *, default: str | None = None) -> PutHandler:

@@ -16,6 +16,7 @@ idle), so it never waits behind a slow take.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -101,8 +102,8 @@ class LeaseTable:
 
     def lease_for(self, requested: float) -> float:
         """The lease granted for a request of ``requested`` seconds (0: the default)."""
-        if requested < 0:
-            raise ValueError(f"lease_seconds must be >= 0, got {requested}")
+        if not (math.isfinite(requested) and requested >= 0):  # the service checked it (.edge)
+            raise ValueError(f"lease_seconds must be a finite number >= 0, got {requested}")
         return min(requested or self.default_lease, self.max_lease)
 
     def add(self, txn: RemoteTxn, *, limit: int | None = None) -> bool:

@@ -16,7 +16,8 @@ import grpc
 
 from ..errors import ConfigError
 from ..security import TlsSettings, warn_if_exposed
-from .proto import agent_pb2_grpc as pb_grpc
+from .edge import lenient
+from .proto import agent_pb2 as pb
 from .service import AgentService
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "AgentService", "RunningServer", "start_server"]
@@ -65,13 +66,32 @@ def start_server(service: AgentService, host: str = "127.0.0.1", port: int = 0, 
                ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
                ("grpc.keepalive_permit_without_calls", 1)]
     server = grpc.server(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rpc"), options=options)
-    pb_grpc.add_AgentServicer_to_server(service, server)  # type: ignore[no-untyped-call]  # generated
+    _add_service(service, server)
     bound = _bind(server, f"[{host}]:{port}" if ":" in host else f"{host}:{port}", tls)
     warn_if_exposed(log, "agent gRPC endpoint", host, tls=tls is not None, token=service.authenticates)
     service.start()
     server.start()
     log.info("agent gRPC endpoint on %s:%d (%s)", host, bound, "TLS" if tls else "plaintext")
     return RunningServer(server, service, host, bound)
+
+
+def _add_service(service: AgentService, server: grpc.Server) -> None:
+    """The generated ``add_AgentServicer_to_server``, with request deserializers that never raise
+    (:func:`~.edge.lenient`): bytes that are not a request reach the service as a refusal it
+    answers INVALID_ARGUMENT, where gRPC would answer INTERNAL and log a traceback."""
+    name = pb.DESCRIPTOR.services_by_name["Agent"].full_name
+    handlers = {
+        "Put": grpc.unary_unary_rpc_method_handler(
+            service.Put, request_deserializer=lenient(pb.PutRequest), response_serializer=pb.PutAck.SerializeToString),
+        "Transaction": grpc.stream_stream_rpc_method_handler(
+            service.Transaction, request_deserializer=lenient(pb.TxnRequest),
+            response_serializer=pb.TxnResponse.SerializeToString),
+        "Status": grpc.unary_unary_rpc_method_handler(
+            service.Status, request_deserializer=lenient(pb.StatusRequest),
+            response_serializer=pb.StatusReply.SerializeToString),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
+    server.add_registered_method_handlers(name, handlers)
 
 
 def _bind(server: grpc.Server, address: str, tls: TlsSettings | None) -> int:

@@ -7,6 +7,10 @@ reaper (:mod:`.leases`) and the stream's end may roll it back from other threads
 open remote transactions is capped below the pool size so that puts and status calls always
 find a free thread.
 
+Requests: every request is parsed and checked at the edge (:mod:`.edge`) before anything acts
+on it; a refused one is INVALID_ARGUMENT (inside a transaction: a ``Failure`` that leaves the
+transaction open) and one WARNING line naming the peer and the field, never a traceback.
+
 Metrics: ``observe(op, channel, seconds)``, when given, is called for every ``take`` request
 (taking from the channel and filling the response chunks; sending them is not included) with
 op ``"take"``, and for every commit of a take transaction with op ``"commit"``.
@@ -27,6 +31,7 @@ from ..channel import EventColumns, FileChannel, TxnKind, TxnState
 from ..channel.checkpoint import read_checkpoint_meta
 from ..errors import IngestError
 from ..security import bearer_ok
+from .edge import check_put, check_status, check_txn_request
 from .errors import (
     AgentUnavailableError,
     AuthenticationError,
@@ -40,13 +45,11 @@ from .handlers import PutHandler
 from .leases import LeaseTable, RemoteTxn
 from .proto import agent_pb2 as pb
 from .proto import agent_pb2_grpc as pb_grpc
-from .wire import CHUNK_BYTES, column_chunks, decode_columns, fill_columns
+from .wire import CHUNK_BYTES, column_chunks, fill_columns
 
-__all__ = ["AgentService", "MAX_BATCH_ID_BYTES", "Observer"]
+__all__ = ["AgentService", "Observer"]
 
 log = logging.getLogger("ingest_toolkit.rpc")
-
-MAX_BATCH_ID_BYTES = 128
 
 Observer = Callable[[str, str, float], None]
 """``(op, channel, seconds)``: op ``"take"`` (a take request served) or ``"commit"`` (a take
@@ -84,25 +87,30 @@ class AgentService(pb_grpc.AgentServicer):
         self.leases.stop()
 
     # -- Put ------------------------------------------------------------------------------
-    def Put(self, request: pb.PutRequest, context: grpc.ServicerContext) -> pb.PutAck:  # noqa: N802
+    def Put(self, request: pb.PutRequest | InvalidRequestError,  # noqa: N802
+            context: grpc.ServicerContext) -> pb.PutAck:
         self._authorize(context, "Put")
+        what = "put" if isinstance(request, InvalidRequestError) else (
+            f"put into {request.channel or 'the default pipeline'}")
         try:
-            name = request.channel or None
-            if name is not None:
-                self._channel(name)
-            batch_id = _batch_id(request.batch_id)
-            result = self._put_handler(name, decode_columns(request.events), batch_id)
+            put = check_put(request)
+            if put.channel is not None:
+                self._channel(put.channel)
+            result = self._put_handler(put.channel, put.columns, put.batch_id)
         except Exception as err:  # every failure becomes a precise status
-            _abort(context, err, f"put into {request.channel or 'the default pipeline'}")
+            _abort(context, err, what)
         return pb.PutAck(accepted=result.accepted, duplicate=result.duplicate, channels=list(result.channels))
 
     # -- Status ---------------------------------------------------------------------------
-    def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext) -> pb.StatusReply:  # noqa: N802
+    def Status(self, request: pb.StatusRequest | InvalidRequestError,  # noqa: N802
+               context: grpc.ServicerContext) -> pb.StatusReply:
         self._authorize(context, "Status")
+        what = "status" if isinstance(request, InvalidRequestError) else f"status of {request.channel}"
         try:
-            status = self.status(request.channel)
+            name = check_status(request)
+            status = self.status(name)
         except Exception as err:
-            _abort(context, err, f"status of {request.channel}")
+            _abort(context, err, what)
         return pb.StatusReply(status_json=json.dumps(status, default=str))
 
     def status(self, name: str) -> dict[str, Any]:
@@ -120,7 +128,7 @@ class AgentService(pb_grpc.AgentServicer):
                 "checkpoint": checkpoint, "live": live, "remote_transactions": self.leases.stats()}
 
     # -- Transaction ----------------------------------------------------------------------
-    def Transaction(self, requests: Iterator[pb.TxnRequest],  # noqa: N802
+    def Transaction(self, requests: Iterator[pb.TxnRequest | InvalidRequestError],  # noqa: N802
                     context: grpc.ServicerContext) -> Iterator[pb.TxnResponse]:
         self._authorize(context, "Transaction")
         remote, channel_id, take = self._begin(requests, context)
@@ -141,13 +149,14 @@ class AgentService(pb_grpc.AgentServicer):
             self.leases.remove(remote)
             remote.abandon()
 
-    def _begin(self, requests: Iterator[pb.TxnRequest],
+    def _begin(self, requests: Iterator[pb.TxnRequest | InvalidRequestError],
                context: grpc.ServicerContext) -> tuple[RemoteTxn, bytes, int]:
         """Open the transaction the first request asks for; any problem aborts the call."""
         try:
             first = next(requests, None)
-            if first is None or first.WhichOneof("op") != "begin":
+            if first is None or check_txn_request(first).op != "begin":
                 raise InvalidRequestError("a transaction stream must start with a begin request")
+            assert isinstance(first, pb.TxnRequest)  # check_txn_request raised any refusal
             begin = first.begin
             channel = self._channel(begin.channel)
             lease = self.leases.lease_for(begin.lease_seconds)
@@ -162,7 +171,7 @@ class AgentService(pb_grpc.AgentServicer):
             _abort(context, err, "begin transaction")
         return remote, channel.channel_id, begin.take
 
-    def _serve(self, remote: RemoteTxn, request: pb.TxnRequest) -> list[pb.TxnResponse]:
+    def _serve(self, remote: RemoteTxn, request: pb.TxnRequest | InvalidRequestError) -> list[pb.TxnResponse]:
         """The responses to one request. Computed under the transaction's lock, sent after it:
         a stream suspended in a send must never hold the lock its end-of-call callback needs."""
         with remote.lock:
@@ -172,16 +181,21 @@ class AgentService(pb_grpc.AgentServicer):
             try:
                 return self._apply(remote, request)
             except Exception as err:
-                if not isinstance(err, IngestError):
+                if isinstance(err, InvalidRequestError):
+                    log.warning("refused a request in remote transaction %s on %s from %s: %s", remote.tx.txn_id,
+                                remote.channel, remote.peer, err)
+                elif not isinstance(err, IngestError):
                     log.exception("remote transaction %s on %s failed", remote.tx.txn_id, remote.channel)
                 return [_failure(describe(err), remote)]
             finally:
                 remote.renew()
 
-    def _apply(self, remote: RemoteTxn, request: pb.TxnRequest) -> list[pb.TxnResponse]:
-        op, tx = request.WhichOneof("op"), remote.tx
+    def _apply(self, remote: RemoteTxn, raw: pb.TxnRequest | InvalidRequestError) -> list[pb.TxnResponse]:
+        checked, tx = check_txn_request(raw), remote.tx
+        op, request = checked.op, checked.request
         if op == "put":
-            seqs = tx.put_columns(decode_columns(request.put))
+            assert checked.columns is not None
+            seqs = tx.put_columns(checked.columns)
             return [pb.TxnResponse(put=pb.PutDone(first_seq=seqs[0] if seqs else 0, count=len(seqs)))]
         if op == "take":
             started = time.perf_counter()
@@ -247,12 +261,6 @@ def _log_take_end(remote: RemoteTxn, outcome: str) -> None:
                 extra=remote.log_fields(events=tx.count, outcome=outcome))
 
 
-def _batch_id(raw: str) -> str | None:
-    if len(raw.encode()) > MAX_BATCH_ID_BYTES:
-        raise InvalidRequestError(f"batch_id is {len(raw.encode())} bytes UTF-8; at most {MAX_BATCH_ID_BYTES}")
-    return raw or None
-
-
 def _failure(info: ErrorInfo, remote: RemoteTxn) -> pb.TxnResponse:
     return pb.TxnResponse(failure=pb.Failure(code=info.code.name, kind=info.kind, message=info.message,
                                              attrs_json=info.attrs_json, state=_STATES[remote.tx.state]))
@@ -260,7 +268,9 @@ def _failure(info: ErrorInfo, remote: RemoteTxn) -> pb.TxnResponse:
 
 def _abort(context: grpc.ServicerContext, err: BaseException, what: str) -> NoReturn:
     info = describe(err)
-    if not isinstance(err, IngestError):
+    if isinstance(err, InvalidRequestError):  # a refusal, not a failure of the agent
+        log.warning("refused %s from %s: %s", what, context.peer(), info.message)
+    elif not isinstance(err, IngestError):
         log.exception("%s failed", what)
     context.set_trailing_metadata(info.metadata())
     context.abort(info.code, info.message)

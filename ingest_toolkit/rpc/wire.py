@@ -57,20 +57,31 @@ def decode_batch(batch: pb.EventBatch) -> list[Event]:
     return decode_columns(batch).events()
 
 
-def decode_columns(batch: pb.EventBatch) -> EventColumns:
-    """:func:`decode_batch` as :class:`EventColumns` (seqs are 0 when the batch has none)."""
+def decode_columns(batch: pb.EventBatch, *, field: str = "events") -> EventColumns:
+    """:func:`decode_batch` as :class:`EventColumns` (seqs are 0 when the batch has none).
+
+    Arrays that disagree raise InvalidRequestError naming the field (``field``: where the batch
+    sits in the request, e.g. ``"events"`` or ``"put"``). Lengths are compared before any array
+    is copied, so a batch padded with counts costs nothing to refuse."""
+    n = len(batch.bodies)
+    if len(batch.seqs) not in (0, n):
+        raise InvalidRequestError(f"{field}.seqs: {len(batch.seqs)} values for {n} bodies; send none "
+                                  "(the channel assigns them) or one per body")
     bodies = list(batch.bodies)
-    seqs = list(batch.seqs) or [0] * len(bodies)
-    if len(seqs) != len(bodies):
-        raise InvalidRequestError(f"event batch has {len(bodies)} bodies but {len(seqs)} seqs")
+    seqs = list(batch.seqs) or [0] * n
     if not batch.header_counts:
-        return EventColumns(bodies, seqs, [0] * len(bodies))
-    counts, keys, values = list(batch.header_counts), list(batch.header_keys), list(batch.header_values)
-    if len(counts) != len(bodies) or len(keys) != len(values) or sum(counts) != len(keys):
-        raise InvalidRequestError(
-            f"event batch headers do not add up: {len(bodies)} bodies, {len(counts)} header counts "
-            f"(sum {sum(counts)}), {len(keys)} keys, {len(values)} values")
-    return EventColumns(bodies, seqs, counts, keys, values)
+        return EventColumns(bodies, seqs, [0] * n)
+    if len(batch.header_counts) != n:
+        raise InvalidRequestError(f"{field}.header_counts: {len(batch.header_counts)} counts for {n} bodies; "
+                                  "send none (no event has headers) or one per body")
+    if len(batch.header_values) != len(batch.header_keys):
+        raise InvalidRequestError(f"{field}.header_values: {len(batch.header_values)} values for "
+                                  f"{len(batch.header_keys)} header_keys; send one value per key")
+    counts = list(batch.header_counts)
+    if sum(counts) != len(batch.header_keys):
+        raise InvalidRequestError(f"{field}.header_counts: add up to {sum(counts)}, but there are "
+                                  f"{len(batch.header_keys)} header_keys; send each event's number of headers")
+    return EventColumns(bodies, seqs, counts, list(batch.header_keys), list(batch.header_values))
 
 
 def body_bytes(events: Sequence[Event]) -> int:

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest_toolkit.collect.sources.lines import ChunkSplitter, LineSplitter, OversizedLineError, Piece
+from ingest_toolkit.collect.errors import OversizedLineError
+from ingest_toolkit.collect.sources.lines import ChunkSplitter, LineSplitter, Piece
 
 data_st = st.lists(st.sampled_from([b"a", b"bc", b"\n", b"\r\n", b"long-line-", b"\xff"]), max_size=60).map(b"".join)
 

@@ -9,8 +9,9 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from ingest_toolkit.channel import Event, EventColumns
+from ingest_toolkit.collect.errors import BatchIdError
 from ingest_toolkit.collect.interceptors import InterceptorSettings, build_interceptors
-from ingest_toolkit.collect.pipeline import BatchIdError, Pipeline
+from ingest_toolkit.collect.pipeline import Pipeline
 from ingest_toolkit.collect.selectors import (
     MultiplexingSelector,
     ReplicatingSelector,

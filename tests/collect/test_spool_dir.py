@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from ingest_toolkit.channel import FileChannel
+from ingest_toolkit.collect.errors import RefusedFileError
 from ingest_toolkit.collect.sources import SpoolDirSettings, SpoolDirSource
-from ingest_toolkit.collect.sources.files import RefusedFileError, open_dir, open_nofollow
+from ingest_toolkit.collect.sources.files import open_dir, open_nofollow
 
 from .conftest import ChannelFactory, bodies, channel_settings, drain, simple_pipeline
 

@@ -14,8 +14,9 @@ from typing import Annotated, cast
 
 from pydantic import BaseModel, Field
 
+from ..errors import SourceStateError
 from ..pipeline import Pipeline
-from .base import Source, SourceSettings, SourceStateError
+from .base import Source, SourceSettings
 from .http import HttpSettings, HttpSource
 from .spool_dir import SpoolDirSettings, SpoolDirSource
 from .tail import TailSettings, TailSource

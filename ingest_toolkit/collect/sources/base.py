@@ -17,12 +17,14 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...channel import Event
+from ...channel.tags import MAX_TAG_BYTES
 from ...errors import IngestError, TransientError
+from ...handoff import PutResult
 from ..interceptors import InterceptorSettings
-from ..pipeline import MAX_BATCH_ID_BYTES, Pipeline, PutResult
+from ..pipeline import Pipeline
 from ..selectors import ReplicatingSelectorSettings, SelectorSettings
 
-__all__ = ["Counters", "Source", "SourceSettings", "SourceStateError", "SourceStopped",
+__all__ = ["Counters", "Source", "SourceSettings", "SourceStopped",
            "PollingWorker", "make_batch_id", "put_until_committed", "run_worker"]
 
 
@@ -43,16 +45,6 @@ class SourceSettings(BaseModel):
     channels: list[str] = Field(min_length=1)
     selector: SelectorSettings = Field(default_factory=ReplicatingSelectorSettings)
     interceptors: list[InterceptorSettings] = Field(default_factory=list)
-
-
-class SourceStateError(IngestError):
-    """A source's durable position file cannot be read; starting over would duplicate data."""
-
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"position file {path} is unreadable ({reason}); the source will not guess "
-                         "where it was. Restore it, or delete it to re-read every input from the start "
-                         "(events already stored are then stored again)")
-        self.path = path
 
 
 class SourceStopped(Exception):  # noqa: N818 - control flow, not an error
@@ -79,7 +71,7 @@ class Counters:
 def make_batch_id(source: str, *parts: object) -> str:
     """``source:part:part...``; hashed when it would exceed the channel's 128-byte tag limit."""
     text = ":".join([source, *map(str, parts)])
-    if len(text.encode("utf-8")) <= MAX_BATCH_ID_BYTES:
+    if len(text.encode("utf-8")) <= MAX_TAG_BYTES:
         return text
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -17,19 +17,13 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ...errors import IngestError
+from ..errors import RefusedFileError
 
-__all__ = ["FileIdentity", "RefusedFileError", "content_digest", "open_dir", "open_nofollow", "read_range"]
+__all__ = ["FileIdentity", "content_digest", "open_dir", "open_nofollow", "read_range"]
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 CHUNK = 1 << 20
 DIGEST_BYTES = 8  # 64 bits: together with inode, size and mtime, a collision is not a practical risk
-
-
-class RefusedFileError(IngestError):
-    def __init__(self, name: str, reason: str) -> None:
-        super().__init__(f"refusing {name!r}: {reason}")
-        self.name, self.reason = name, reason
 
 
 @dataclass(frozen=True)

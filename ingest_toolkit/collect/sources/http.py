@@ -7,14 +7,17 @@ JSON: ``{"accepted": n, "duplicate": bool}`` on success, ``{"error": "..."}`` ot
 | status | when |
 |---|---|
 | 200 | committed (or, with ``X-Batch-Id``, committed before: ``duplicate: true``) |
-| 400 | malformed body, bad ``X-Batch-Id``; nothing stored |
+| 400 | malformed body (also: nested deeper than ``max_json_depth``), bad ``X-Batch-Id``; nothing stored |
 | 401 | missing or wrong bearer token: checked first, before the path (logged with client and path) |
 | 404 / 405 | unknown path (authenticated requests only) / method other than POST |
 | 411 | no Content-Length (chunked bodies are not read) |
 | 413 | body over ``max_request_bytes``, an event over the channel's limit, or too many events |
 | 415 | unsupported Content-Type |
 | 503 + Retry-After | channel full or disk space low (transient): retry the same request |
-| 500 | any other failure (logged) |
+| 500 | any other failure (logged with its traceback: a defect) |
+
+A 400 or 415 is counted in ``bad_requests`` and logged as one WARNING line naming the client and the
+reason; the parser never fails with anything but the source's own errors (see http_body.py).
 
 Standard-library ``ThreadingHTTPServer`` (one thread per connection, see ..http_server); TLS is
 wrapped per connection and the handshake runs in the connection's thread, so a slow client
@@ -35,10 +38,11 @@ from pydantic import Field
 
 from ...errors import EventTooLargeError, IngestError, TransactionCapacityError, TransientError
 from ...security import SecuritySettings, bearer_ok, load_token, server_ssl_context, warn_if_exposed
+from ..errors import BadRequestError, BatchIdError, UnsupportedMediaTypeError
 from ..http_server import ConnectionHandler, TlsHttpServer, refusal
-from ..pipeline import BatchIdError, Pipeline, check_batch_id
+from ..pipeline import Pipeline, check_batch_id
 from .base import Counters, SourceSettings
-from .http_body import BadRequestError, UnsupportedMediaTypeError, parse_events
+from .http_body import DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH, MIN_JSON_DEPTH, parse_events
 
 __all__ = ["HttpSettings", "HttpSource"]
 
@@ -50,6 +54,7 @@ class HttpSettings(SourceSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=0, ge=0, le=65535)  # 0: an ephemeral port, see HttpSource.port
     max_request_bytes: int = Field(default=16 << 20, ge=1)
+    max_json_depth: int = Field(default=DEFAULT_MAX_JSON_DEPTH, ge=MIN_JSON_DEPTH, le=MAX_JSON_DEPTH)
     retry_after_seconds: int = Field(default=1, ge=0)
     request_timeout: float = Field(default=30.0, gt=0)
     max_connections: int = Field(default=256, ge=1)  # one thread each
@@ -122,6 +127,12 @@ class HttpSource:
             except _Reply as reply:
                 status, doc, headers = reply.status, {"error": reply.message}, reply.headers
                 request.close_connection = True  # the body may be unread: never parse it as a request
+            except Exception as err:  # a defect: still an answer, not a dropped connection
+                self.counters.add(errors=1)
+                log.exception("source %s: %s %r from %s failed", self.name, request.command,
+                              request.path.split("?", 1)[0][:200], request.client_address[0])
+                status, doc, headers = 500, {"error": f"internal error ({type(err).__name__}); see the agent log"}, {}
+                request.close_connection = True
             request.reply(status, doc, headers)
         finally:
             with self._idle:
@@ -139,14 +150,19 @@ class HttpSource:
         try:
             if batch_id is not None:
                 check_batch_id(batch_id)
-            events = parse_events(body, request.headers.get("Content-Type"))
+            events = parse_events(body, request.headers.get("Content-Type"), max_depth=self.settings.max_json_depth)
         except (BadRequestError, BatchIdError) as err:
-            self.counters.add(bad_requests=1)
-            raise _Reply(400, str(err)) from None
+            raise self._refuse(request, 400, err) from None
         except UnsupportedMediaTypeError as err:
-            self.counters.add(bad_requests=1)
-            raise _Reply(415, str(err)) from None
+            raise self._refuse(request, 415, err) from None
         return self._put(events, batch_id, channel)
+
+    def _refuse(self, request: _Handler, status: int, err: Exception) -> _Reply:
+        """A malformed request: counted, logged as one line (client, path, reason), answered."""
+        self.counters.add(bad_requests=1)
+        log.warning("source %s: refused %s %r from %s: %d %s", self.name, request.command,
+                    request.path.split("?", 1)[0][:200], request.client_address[0], status, str(err)[:300])
+        return _Reply(status, str(err))
 
     def _authenticate(self, request: _Handler) -> None:
         authorization = request.headers.get("Authorization")

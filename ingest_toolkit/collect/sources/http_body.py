@@ -7,6 +7,13 @@
   newline does not start an empty event).
 
 Any problem rejects the whole request (nothing is stored); the message names the item or line.
+
+Limits, so that no body can make the parser itself fail (RecursionError, ValueError, or a C stack
+overflow in a process whose recursion limit was raised): JSON may nest at most ``max_depth``
+arrays and objects (default :data:`DEFAULT_MAX_JSON_DEPTH`; the event format itself needs 3:
+array, event, headers), checked by a linear scan before parsing; a number of more digits than
+Python converts (``sys.get_int_max_str_digits()``, 4300) is refused as such. The body's size is
+the HTTP source's ``max_request_bytes``, checked before the body is read.
 """
 
 from __future__ import annotations
@@ -14,32 +21,33 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import sys
 from typing import Any
 
-from ...channel import Event
-from ...errors import IngestError
+import numpy as np
 
-__all__ = ["BadRequestError", "UnsupportedMediaTypeError", "parse_events"]
+from ...channel import Event
+from ..errors import BadRequestError, UnsupportedMediaTypeError
+
+__all__ = ["DEFAULT_MAX_JSON_DEPTH", "MAX_JSON_DEPTH", "MIN_JSON_DEPTH", "nesting_depth", "parse_events"]
+
+DEFAULT_MAX_JSON_DEPTH = 32
+MIN_JSON_DEPTH = 3  # an array of event objects whose headers are an object
+MAX_JSON_DEPTH = 512  # well inside the parser's recursion limit (1000 frames, some already in use)
 
 _KEYS = frozenset({"headers", "body", "body_base64"})
 NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl",
                           "application/x-jsonlines"})
 
 
-class BadRequestError(IngestError):
-    """Malformed request body (HTTP 400); the message says where and what."""
-
-
-class UnsupportedMediaTypeError(IngestError):
-    """A Content-Type this source does not read (HTTP 415)."""
-
-
-def parse_events(body: bytes, content_type: str | None) -> list[Event]:
+def parse_events(body: bytes, content_type: str | None, *, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> list[Event]:
+    """The events of one request body; raises BadRequestError (400) or UnsupportedMediaTypeError
+    (415), never another exception, whatever the bytes."""
     media = (content_type or "application/json").split(";")[0].strip().lower()
     if media == "application/json":
-        return _json_array(body)
+        return _json_array(body, max_depth)
     if media in NDJSON_TYPES:
-        return _ndjson(body)
+        return _ndjson(body, max_depth)
     if media == "text/plain":
         lines = body.split(b"\n")
         if lines and lines[-1] == b"":
@@ -50,32 +58,93 @@ def parse_events(body: bytes, content_type: str | None) -> list[Event]:
         "application/x-ndjson (one event object per line) or text/plain (one event per line)")
 
 
-def _json_array(body: bytes) -> list[Event]:
+def _json_array(body: bytes, max_depth: int) -> list[Event]:
+    _check_depth(body, max_depth, "")
     try:
         doc = json.loads(body)
     except UnicodeDecodeError as err:
         raise BadRequestError(f"request body is not UTF-8 (byte offset {err.start})") from None
     except json.JSONDecodeError as err:
         raise BadRequestError(f"invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+    except (ValueError, RecursionError) as err:
+        raise BadRequestError(_beyond_the_parser(err, max_depth)) from None
     if not isinstance(doc, list):
         raise BadRequestError(f"expected a JSON array of events, got {_kind(doc)}")
     return [_event(item, f"item {index}") for index, item in enumerate(doc)]
 
 
-def _ndjson(body: bytes) -> list[Event]:
+def _ndjson(body: bytes, max_depth: int) -> list[Event]:
     events = []
     for number, line in enumerate(body.split(b"\n"), 1):
         if not line.strip():
             continue
         where = f"line {number}"
+        _check_depth(line, max_depth, f"{where}: ")
         try:
             item = json.loads(line)
         except UnicodeDecodeError as err:
             raise BadRequestError(f"{where}: not UTF-8 (byte {err.start} of the line)") from None
         except json.JSONDecodeError as err:
             raise BadRequestError(f"{where}: invalid JSON at column {err.colno}: {err.msg}") from None
+        except (ValueError, RecursionError) as err:
+            raise BadRequestError(f"{where}: {_beyond_the_parser(err, max_depth)}") from None
         events.append(_event(item, where))
     return events
+
+
+def _beyond_the_parser(err: ValueError | RecursionError, max_depth: int) -> str:
+    """The reason for an input the JSON parser refuses without a position (one line)."""
+    if isinstance(err, RecursionError):  # only if the recursion limit is far lower than usual
+        return f"JSON nested deeper than the parser can follow (max_json_depth={max_depth})"
+    if "digits" in str(err):
+        return (f"a number of more than {sys.get_int_max_str_digits()} digits; events carry text: "
+                "send long numbers as strings")
+    return "invalid JSON: " + " ".join(str(err).split())
+
+
+# -- nesting depth, without parsing -----------------------------------------------------------
+_CHUNK = 1 << 20  # bytes per vectorized step: bounds the scan's memory whatever the body's size
+_QUOTE = ord('"')
+_NOT_STRUCTURE = bytes(sorted(set(range(256)) - set(b'"[]{}')))
+_LEVEL_STEP = np.zeros(256, dtype=np.int8)
+_LEVEL_STEP[[ord("["), ord("{")]] = 1
+_LEVEL_STEP[[ord("]"), ord("}")]] = -1
+
+
+def _check_depth(data: bytes, max_depth: int, where: str) -> None:
+    if data.count(b"[") + data.count(b"{") <= max_depth:
+        return  # cannot nest deeper than it has brackets: the common case costs two counts
+    encoding = json.detect_encoding(data)
+    if not encoding.startswith("utf-8"):  # UTF-16/32, which json.loads reads too: scan it as UTF-8
+        try:
+            data = data.decode(encoding, "surrogatepass").encode("utf-8", "surrogatepass")
+        except UnicodeError:
+            return  # the parser refuses it with the offset
+    if nesting_depth(data, stop_above=max_depth) > max_depth:
+        raise BadRequestError(f"{where}JSON nested deeper than max_json_depth={max_depth} (events nest "
+                              f"{MIN_JSON_DEPTH} levels: array, event object, headers object)")
+
+
+def nesting_depth(data: bytes, *, stop_above: int | None = None) -> int:
+    """The deepest nesting of arrays and objects in the JSON text ``data`` (UTF-8), brackets
+    inside strings not counted; linear time and at most a few MiB of memory, without parsing.
+
+    Exact for valid JSON; for invalid JSON some number the parser refuses anyway. Escapes are
+    removed first (``\\\\`` pairs, then ``\\"``), so every quote left delimits a string.
+    With ``stop_above``, returns as soon as the depth is known to exceed it."""
+    skeleton = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
+    level = deepest = quotes = 0
+    for start in range(0, len(skeleton), _CHUNK):
+        codes = np.frombuffer(skeleton, dtype=np.uint8, count=min(_CHUNK, len(skeleton) - start), offset=start)
+        quotes_so_far = np.cumsum(codes == _QUOTE, dtype=np.int64) + quotes
+        steps = _LEVEL_STEP[codes]
+        steps[(quotes_so_far & 1) == 1] = 0  # inside a string
+        levels = np.cumsum(steps, dtype=np.int64) + level
+        deepest = max(deepest, int(levels.max()))
+        level, quotes = int(levels[-1]), int(quotes_so_far[-1])
+        if stop_above is not None and deepest > stop_above:
+            break
+    return deepest
 
 
 def _event(item: Any, where: str) -> Event:

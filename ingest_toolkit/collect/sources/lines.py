@@ -18,18 +18,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal, NamedTuple
 
-from ...errors import IngestError
+from ..errors import OversizedLineError
 
-__all__ = ["ChunkSplitter", "LineSplitter", "Oversized", "OversizedLineError", "Piece", "longest_line"]
+__all__ = ["ChunkSplitter", "LineSplitter", "Oversized", "Piece", "longest_line"]
 
 Oversized = Literal["fail", "truncate", "split"]
-
-
-class OversizedLineError(IngestError):
-    def __init__(self, *, offset: int, limit: int) -> None:
-        super().__init__(f"line starting at byte offset {offset} is longer than max_event_bytes={limit}; "
-                         "raise max_event_bytes or choose oversized = 'truncate' or 'split'")
-        self.offset, self.limit = offset, limit
 
 
 class Piece(NamedTuple):

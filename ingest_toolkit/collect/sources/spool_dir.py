@@ -29,10 +29,11 @@ from typing import Any
 
 from ...channel import Event
 from ...errors import ConfigError
+from ..errors import OversizedLineError, RefusedFileError
 from ..pipeline import Pipeline
 from .base import Counters, PollingWorker, SourceStopped, make_batch_id, put_until_committed
-from .files import FileIdentity, RefusedFileError, content_digest, open_dir, open_nofollow, read_range
-from .lines import ChunkSplitter, LineSplitter, Oversized, OversizedLineError, Piece, longest_line
+from .files import FileIdentity, content_digest, open_dir, open_nofollow, read_range
+from .lines import ChunkSplitter, LineSplitter, Oversized, Piece, longest_line
 from .spool_settings import SpoolDirSettings
 from .tracker import StateFile
 

@@ -33,10 +33,11 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ...channel import Event
+from ..errors import OversizedLineError, RefusedFileError
 from ..pipeline import Pipeline
 from .base import Counters, PollingWorker, SourceSettings, SourceStopped, make_batch_id, put_until_committed
-from .files import RefusedFileError, open_nofollow, read_range
-from .lines import LineSplitter, Oversized, OversizedLineError
+from .files import open_nofollow, read_range
+from .lines import LineSplitter, Oversized
 from .tracker import StateFile
 
 __all__ = ["TailSettings", "TailSource"]

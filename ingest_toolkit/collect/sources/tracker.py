@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ...channel.fs import OsFileSystem, write_atomic
-from .base import SourceStateError
+from ..errors import SourceStateError
 
 __all__ = ["StateFile"]
 
