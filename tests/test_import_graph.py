@@ -49,17 +49,12 @@ KNOWN_TYPE_CYCLES: list[frozenset[str]] = [
     # render.py names the reports of the tools that import it to render them.
     frozenset({"ingest_toolkit.channel.tools.inspection", "ingest_toolkit.channel.tools.render",
                "ingest_toolkit.channel.tools.repair", "ingest_toolkit.channel.tools.verify"}),
-    # adapter.py names the client's type; client.py imports the adapter.
-    frozenset({"ingest_toolkit.rpc.adapter", "ingest_toolkit.rpc.client"}),
 ]
 
 # Cycles between stages: the packages directly below ``ingest_toolkit`` (a top-level module counts
 # as its own) and ``dagster_defs``, joined by the module-level edges of their modules
 # (``__main__`` modules left out: nothing imports a program). Must only shrink.
-KNOWN_STAGE_CYCLES: list[frozenset[str]] = [
-    # rpc/handlers.py imports collect.pipeline; collect/agent.py serves rpc.server.
-    frozenset({"ingest_toolkit.collect", "ingest_toolkit.rpc"}),
-]
+KNOWN_STAGE_CYCLES: list[frozenset[str]] = []
 
 # Function-level imports ``(importer, imported)`` that would close a cycle if written at module
 # level: each is a cycle kept lazy on purpose. Must only shrink.
