@@ -17,12 +17,15 @@ kind and the compiled classes. A second fetch runs Maven offline and takes a few
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import IngestError
@@ -89,10 +92,27 @@ def java_command() -> str:
 
 def fetch(kinds: tuple[str, ...] = ("hdfs",), *, log: Path | None = None) -> dict[str, list[str]]:
     """Resolve (downloading when needed) the jars of each kind; compile ``MiniHdfs.java`` for
-    ``hdfs``. Returns kind -> classpath. Raises HadoopJarsError with a one-line reason."""
+    ``hdfs``. Returns kind -> classpath. Raises HadoopJarsError with a one-line reason.
+
+    One fetch at a time per cache: a second one (a test session while ``.ci/run``'s fetch is
+    still downloading) waits for the first and then finds everything in place."""
     target = cache_dir()
     target.mkdir(parents=True, exist_ok=True)
-    log = log or target / "fetch.log"
+    with _exclusive(target / "fetch.lock"):
+        return _fetch(kinds, target, log or target / "fetch.log")
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    with open(path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _fetch(kinds: tuple[str, ...], target: Path, log: Path) -> dict[str, list[str]]:
     version = hadoop_version()
     found = {}
     for kind in kinds:

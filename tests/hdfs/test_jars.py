@@ -34,3 +34,28 @@ def test_the_hadoop_version_is_the_one_pyspark_bundles() -> None:
     version = jars.hadoop_version()
     assert (Path(pyspark.__file__).parent / "jars" / f"hadoop-client-api-{version}.jar").exists()
     assert jars.cache_dir().name == f"hadoop-{version}" or "INGEST_HADOOP_CACHE" in __import__("os").environ
+
+
+def test_a_second_fetch_waits_for_the_one_in_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI starts the fetch in the background while the first tests run; the HDFS fixtures' own
+    fetch must wait for it instead of running a second Maven into the same cache."""
+    import threading
+
+    monkeypatch.setenv("INGEST_HADOOP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(tmp_path))  # once it runs, this fetch ends fast: no mvn
+    (tmp_path / "cache").mkdir()
+    outcome: list[BaseException] = []
+
+    def second() -> None:
+        try:
+            jars.fetch(("hdfs",))
+        except jars.HadoopJarsError as err:
+            outcome.append(err)
+
+    with jars._exclusive(tmp_path / "cache" / "fetch.lock"):  # the fetch in progress
+        waiting = threading.Thread(target=second)
+        waiting.start()
+        waiting.join(0.5)
+        assert waiting.is_alive() and not outcome
+    waiting.join(10)
+    assert not waiting.is_alive() and "Maven ('mvn') is not on the PATH" in str(outcome[0])
