@@ -15,6 +15,7 @@ Hierarchy::
         │   └── TransactionCapacityError
         ├── EventTooLargeError         one event exceeds ``max_event_size``
         ├── CorruptLogError            a log record failed validation (carries path + offset)
+        │   └── SegmentLostError       a segment proven written lost its header or its frames
         ├── LogReadError               the OS failed to read a log segment (EIO); nothing was taken
         └── ChannelIdentityError       data and checkpoint dirs belong to different channels
 
@@ -37,6 +38,7 @@ __all__ = [
     "EventTooLargeError",
     "IngestError",
     "LogReadError",
+    "SegmentLostError",
     "TransactionCapacityError",
     "TransactionError",
     "TransientError",
@@ -146,6 +148,19 @@ class CorruptLogError(ChannelError):
             "understood, quarantine it with 'ingest-toolkit channel repair' (keeps a backup)"
         )
         self.path, self.offset, self.reason = path, offset, reason
+
+
+class SegmentLostError(CorruptLogError):
+    """A segment the channel's own files prove was written (``proof`` says how) came back empty,
+    shorter than its header or with a zeroed header: damage, not an interrupted creation."""
+
+    def __init__(self, *, path: str, damage: str, proof: str) -> None:
+        ChannelError.__init__(
+            self, f"{path} {damage}, but {proof}: it was written, so this is damage (a lost inode, a bad "
+                  "restore), not an interrupted creation. Nothing was changed. Restore the file from a "
+                  "backup, or run 'ingest-toolkit channel repair --dry-run' with this channel's "
+                  "--checkpoint-dir and --data-dir to see what removing its frames would lose")
+        self.path, self.offset, self.reason, self.proof = path, 0, damage, proof
 
 
 class LogReadError(ChannelError):

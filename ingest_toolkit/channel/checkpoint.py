@@ -31,7 +31,8 @@ from .proto import channel_pb2 as pb
 from .tags import TagRecord
 
 __all__ = ["CHECKPOINT_META", "Checkpoint", "CheckpointInfo", "CheckpointInvalid", "Snapshot",
-           "decode_meta", "encode_meta", "load_checkpoint", "read_checkpoint_meta", "write_checkpoint"]
+           "decode_meta", "encode_meta", "load_checkpoint", "read_checkpoint_meta", "write_checkpoint",
+           "written_through"]
 
 CHECKPOINT_META: Final = "checkpoint.meta"
 CHECKPOINT_VERSION: Final = 1
@@ -205,6 +206,23 @@ def _read_meta(path: str) -> pb.CheckpointMeta | None:
     except FileNotFoundError:
         return None
     return decode_meta(data, path)
+
+
+def written_through(directory: str) -> tuple[int, str]:
+    """The highest log id ``checkpoint.meta`` proves was written, and the file; 0 without one.
+
+    A checkpoint records the log position of the segment being written (created, its header
+    durable, before any checkpoint can name it) and the reference counts of the segments events
+    point into: every one of those was written. Read even when the rest of the checkpoint cannot
+    be used, because it is evidence about the segments, not state to restore."""
+    path = os.path.join(directory, CHECKPOINT_META)
+    try:
+        meta = _read_meta(path)
+    except (CheckpointInvalid, OSError):
+        return 0, path
+    if meta is None:
+        return 0, path
+    return max([meta.log_id, *(log_id for log_id, n in meta.log_refcounts.items() if n)]), path
 
 
 def decode_meta(data: bytes, path: str = CHECKPOINT_META) -> pb.CheckpointMeta:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..errors import ChannelIdentityError, CorruptLogError
 from . import format as fmt
-from .checkpoint import Checkpoint, CheckpointInvalid, load_checkpoint
+from .checkpoint import Checkpoint, CheckpointInvalid, load_checkpoint, written_through
 from .config import ChannelConfig
 from .fs import FileSystem, write_atomic
 from .proto import channel_pb2 as pb
@@ -45,7 +45,8 @@ def recover(fs: FileSystem, config: ChannelConfig, progress: ProgressFn | None) 
     stored = _read_channel_id(id_path)
     start, problem = _load_start(config.checkpoint_dir, stored)
     tags = TagStore(config.tag_window, int(config.tag_retention_seconds * 1e9))
-    result = replay(fs, config.data_dirs, start=start, progress=progress, tags=tags)
+    result = replay(fs, config.data_dirs, start=start, progress=progress, tags=tags,
+                    checkpoint=written_through(config.checkpoint_dir))
     found = result.channel_id or (start.meta.channel_id if start else None)
     if start is not None and result.channel_id and result.channel_id != start.meta.channel_id:
         raise ChannelIdentityError(
@@ -102,9 +103,10 @@ def _remove_incomplete(fs: FileSystem, data_dirs: list[str], known: dict[int, st
     (a crash between deleting ``log-<id>`` and its ``.meta`` leaves the latter behind)."""
     for directory in data_dirs:
         for log_id, path in list_segments(fs, directory):
-            if log_id not in known:
+            if log_id not in known:  # replay proved nothing wrote it (else SegmentLostError)
                 log.warning("removing %s: a segment whose creation did not complete", path)
                 fs.unlink(path)
+                fs.sync_dir(directory)  # gone before a later segment exists: that would make it proof
         for name in fs.listdir(directory):
             stem = name.removeprefix("log-").removesuffix(".meta")
             if name.startswith("log-") and name.endswith(".meta") and stem.isdigit() and int(stem) not in known:

@@ -22,8 +22,8 @@ from .format import FrameError, FrameType
 from .fs import File, FileSystem, write_atomic
 from .proto import channel_pb2 as pb
 
-__all__ = ["ScanResult", "SegmentWriter", "all_zero", "iter_frames", "meta_path", "read_meta",
-           "scan_segment", "segment_path", "list_segments"]
+__all__ = ["ScanResult", "SegmentWriter", "all_zero", "header_lost", "iter_frames", "meta_path", "read_meta",
+           "scan_segment", "segment_path", "list_segments", "survey_headers", "written_proof"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,54 @@ def read_meta(path: str) -> pb.SegmentMeta | None:
     if meta.format_version != fmt.FORMAT_VERSION or not meta.log_id:
         raise CorruptLogError(path=meta_path(path), offset=0, reason="not a segment metadata file of this version")
     return meta
+
+
+def header_lost(path: str) -> str | None:
+    """How the segment at ``path`` lost its header: it is empty, shorter than the header, or
+    its header is all zeros (what a crash while creating it leaves, and what a lost inode or a
+    bad restore leaves). None when the header's bytes are there (a damaged header is then
+    reported by the scan, at offset 0)."""
+    with open(path, "rb") as f:
+        head = f.read(fmt.SEGMENT_HEADER_SIZE)
+    if not head:
+        return "is empty (0 bytes)"
+    if len(head) < fmt.SEGMENT_HEADER_SIZE:
+        return f"holds {len(head)} bytes, fewer than its {fmt.SEGMENT_HEADER_SIZE}-byte header"
+    if head == bytes(fmt.SEGMENT_HEADER_SIZE):
+        return f"has a zeroed {fmt.SEGMENT_HEADER_SIZE}-byte header"
+    return None
+
+
+def survey_headers(segments: list[tuple[int, str]]) -> tuple[list[str | None], list[bool]]:
+    """For segments in log order: :func:`header_lost` of each, and whether a later segment with
+    its header exists (proof that this one was written: segments are created one at a time)."""
+    lost = [header_lost(path) for _log_id, path in segments]
+    later, seen = [False] * len(segments), False
+    for i in range(len(segments) - 1, -1, -1):
+        later[i] = seen
+        seen = seen or lost[i] is None
+    return lost, later
+
+
+def written_proof(path: str, log_id: int, *, later_written: bool,
+                  checkpoint: tuple[int, str] = (0, "")) -> str | None:
+    """What proves segment ``log_id`` was written completely at least once; None when nothing does.
+
+    A segment is created (header synced, directory synced) before any frame, any later segment
+    or any checkpoint can refer to it, so each of these is proof: ``later_written`` (a later
+    segment with its header exists), its ``.meta``, or ``checkpoint`` (the highest log id the
+    checkpoint names, and its path). Without proof, a segment with no header is the remains of
+    an interrupted creation (or a stray file)."""
+    if log_id == 0:
+        return None  # log ids start at 1: never a segment the channel wrote
+    if os.path.exists(meta_path(path)):
+        return f"it was sealed (its .meta {os.path.basename(meta_path(path))} exists)"
+    if later_written:
+        return "a later segment exists"
+    through, checkpoint_path = checkpoint
+    if log_id <= through:
+        return f"the checkpoint {checkpoint_path} refers to it"
+    return None
 
 
 class SegmentWriter:
