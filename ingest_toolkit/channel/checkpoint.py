@@ -199,12 +199,17 @@ def load_checkpoint(directory: str, channel_id: bytes | None) -> Checkpoint | No
                       tags=[TagRecord(t.tag, t.first_seq, t.count, t.commit_unix_ns) for t in inflight.tags])
 
 
+_MAX_META_BYTES: Final = 16 << 20  # a checkpoint.meta of a channel with a million live segments is ~12 MiB
+
+
 def _read_meta(path: str) -> pb.CheckpointMeta | None:
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            data = f.read(_MAX_META_BYTES + 1)
     except FileNotFoundError:
         return None
+    if len(data) > _MAX_META_BYTES:
+        raise CheckpointInvalid(path, f"larger than {_MAX_META_BYTES} bytes: not a checkpoint.meta file")
     return decode_meta(data, path)
 
 
@@ -249,7 +254,10 @@ def decode_meta(data: bytes, path: str = CHECKPOINT_META) -> pb.CheckpointMeta:
 def _read_checked(path: str, size: int, crc: int) -> bytes:
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            actual = os.fstat(f.fileno()).st_size
+            if actual != size:  # checked before reading: ``size`` is what the meta claims, not a bound
+                raise CheckpointInvalid(path, f"damaged: {actual} bytes (expected {size})")
+            data = f.read(size + 1)
     except FileNotFoundError:
         raise CheckpointInvalid(path, "missing: checkpoint.meta names it but it does not exist") from None
     if len(data) != size or crc32c(data) != crc:

@@ -37,9 +37,15 @@ _unpack_crc = fmt.FRAME_TRAILER.unpack_from
 
 
 class EventReader:
-    def __init__(self, fs: FileSystem, paths: dict[int, str]) -> None:
+    """Reads PUT frames by pointer. ``max_frame``: the largest PUT frame the configuration lets
+    the channel write (``max_event_size`` + frame overhead); a frame claiming more is read only
+    after its checksum was verified in bounded chunks (it may have been written under a larger
+    limit), so a damaged length never sizes an allocation."""
+
+    def __init__(self, fs: FileSystem, paths: dict[int, str], max_frame: int = fmt.MAX_FRAME_SIZE) -> None:
         self._fs = fs
         self._paths = paths  # log id -> path, shared with (and updated by) the channel
+        self._max_frame = max_frame
         self._files: dict[int, File] = {}
         self._lock = threading.Lock()
 
@@ -91,8 +97,13 @@ class EventReader:
         if len(head) < _HEAD:
             raise CorruptLogError(path=file.path, offset=last, reason="event pointer past the end of the file")
         length = int.from_bytes(head[4:8], "little")
-        if length > fmt.MAX_FRAME_SIZE:
+        if not _OVERHEAD <= length <= fmt.MAX_FRAME_SIZE:
             raise CorruptLogError(path=file.path, offset=last, reason=f"impossible frame length {length}")
+        if last + length > file.size():  # a committed frame is whole in its file
+            raise CorruptLogError(path=file.path, offset=last,
+                                  reason=f"frame of {length} bytes runs past the end of the file ({file.size()} bytes)")
+        if length > self._max_frame:
+            _verify_in_chunks(file, last, length)
         return file.path, start, file.pread(last + length - start, start)
 
     def _file(self, log_id: int) -> File:
@@ -120,6 +131,21 @@ class EventReader:
             files, self._files = list(self._files.values()), {}
         for file in files:
             file.close()
+
+
+_CHUNK = 1 << 20
+
+
+def _verify_in_chunks(file: File, pos: int, length: int) -> None:
+    """Check the CRC of the frame at ``pos`` reading at most ``_CHUNK`` bytes at a time."""
+    end, crc, at = pos + length - 4, 0, pos
+    while at < end:
+        piece = file.pread(min(_CHUNK, end - at), at)
+        if not piece:
+            raise CorruptLogError(path=file.path, offset=pos, reason="frame runs past the end of the file")
+        crc, at = crc32c(piece, crc), at + len(piece)
+    if crc != int.from_bytes(file.pread(4, end), "little"):
+        raise CorruptLogError(path=file.path, offset=pos, reason="checksum mismatch")
 
 
 def _decode_run(path: str, buf: bytes, start: int, pointers: list[int], i: int, j: int,

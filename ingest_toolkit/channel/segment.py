@@ -28,6 +28,7 @@ __all__ = ["ScanResult", "SegmentWriter", "all_zero", "header_lost", "iter_frame
 log = logging.getLogger(__name__)
 
 _SEGMENT_PREFIX = "log-"
+_MAX_META_BYTES = 4096  # a SegmentMeta is under 100 bytes
 
 
 def segment_path(directory: str, log_id: int) -> str:
@@ -52,9 +53,12 @@ def read_meta(path: str) -> pb.SegmentMeta | None:
     """The segment's ``.meta``; None when it has none. Raises CorruptLogError when unreadable."""
     try:
         with open(meta_path(path), "rb") as f:
-            data = f.read()
+            data = f.read(_MAX_META_BYTES + 1)
     except FileNotFoundError:
         return None
+    if len(data) > _MAX_META_BYTES:
+        raise CorruptLogError(path=meta_path(path), offset=0, reason=f"larger than {_MAX_META_BYTES} bytes: not "
+                                                                     "segment metadata")
     try:
         meta = pb.SegmentMeta.FromString(data)
     except Exception as err:  # protobuf's DecodeError
