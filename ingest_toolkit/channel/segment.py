@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 from ..errors import CorruptLogError
 from . import format as fmt
-from .format import FrameError, FrameType
+from .format import FrameError
 from .fs import File, FileSystem, write_atomic
 from .proto import channel_pb2 as pb
+from .tail import all_zero, classify_tail
 
 __all__ = ["ScanResult", "SegmentWriter", "all_zero", "header_lost", "iter_frames", "meta_path", "read_meta",
            "scan_segment", "segment_path", "list_segments", "survey_headers", "written_proof"]
@@ -248,50 +249,12 @@ def iter_frames(data: bytes | mmap.mmap, path: str, *, newest: bool, result: lis
         try:
             ftype, length, txn_id, seq = check(data, pos, size)
         except FrameError as err:
-            torn = _classify_tail(data, pos, path, newest=newest, reason=str(err))
+            torn = classify_tail(data, pos, path, newest=newest, reason=str(err))
             result.append(ScanResult(log_id, channel_id, pos, size, torn))
             return
         yield pos, ftype, length, txn_id, seq
         pos += length
     result.append(ScanResult(log_id, channel_id, pos, size, 0))
-
-
-def _classify_tail(data: bytes | mmap.mmap, pos: int, path: str, *, newest: bool, reason: str) -> int:
-    """Return the count of non-zero bytes after ``pos``, or raise if they are damage."""
-    if all_zero(data, pos):
-        return 0  # preallocated space never written: a clean end
-    if not newest:
-        raise CorruptLogError(path=path, offset=pos, reason=reason)
-    commit_at = _find_commit_frame(data, pos + 1)
-    if commit_at is not None:
-        raise CorruptLogError(
-            path=path, offset=pos,
-            reason=f"{reason}; a complete COMMIT frame follows at offset {commit_at}, so this "
-                   "is damage to written data, not a torn write")
-    return len(data) - pos
-
-
-def all_zero(data: bytes | mmap.mmap, pos: int, chunk: int = 1 << 20) -> bool:
-    """Whether every byte of ``data`` from ``pos`` on is zero (preallocated, never written)."""
-    zeros = bytes(chunk)
-    for start in range(pos, len(data), chunk):
-        piece = data[start:start + chunk]
-        if piece != zeros[: len(piece)]:
-            return False
-    return True
-
-
-def _find_commit_frame(data: bytes | mmap.mmap, start: int) -> int | None:
-    size = len(data)
-    at = data.find(fmt.FRAME_MAGIC, start)
-    while at != -1:
-        try:
-            if fmt.check_frame(data, at, size)[0] == FrameType.COMMIT:
-                return at
-        except FrameError:
-            pass
-        at = data.find(fmt.FRAME_MAGIC, at + 1)
-    return None
 
 
 def scan_segment(path: str) -> tuple[mmap.mmap | bytes, int]:
