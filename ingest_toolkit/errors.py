@@ -16,6 +16,7 @@ Hierarchy::
         ├── EventTooLargeError         one event exceeds ``max_event_size``
         ├── CorruptLogError            a log record failed validation (carries path + offset)
         │   └── SegmentLostError       a segment proven written lost its header or its frames
+        ├── CheckpointInvalid          a checkpoint file cannot be used (carries path + reason)
         ├── LogReadError               the OS failed to read a log segment (EIO); nothing was taken
         └── ChannelIdentityError       data and checkpoint dirs belong to different channels
 
@@ -32,6 +33,7 @@ __all__ = [
     "ChannelFullError",
     "ChannelIdentityError",
     "ChannelLockedError",
+    "CheckpointInvalid",
     "ConfigError",
     "CorruptLogError",
     "DiskSpaceError",
@@ -161,6 +163,15 @@ class SegmentLostError(CorruptLogError):
                   "backup, or run 'ingest-toolkit channel repair --dry-run' with this channel's "
                   "--checkpoint-dir and --data-dir to see what removing its frames would lose")
         self.path, self.offset, self.reason, self.proof = path, 0, damage, proof
+
+
+class CheckpointInvalid(ChannelError):
+    """The checkpoint cannot be used; ``path`` and ``reason`` say why. Recovery falls back to a
+    full replay of the logs, which is exact."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = path, reason
 
 
 class LogReadError(ChannelError):

@@ -14,10 +14,11 @@ import threading
 from typing import TYPE_CHECKING
 
 from crc32c import crc32c
+from google.protobuf.message import DecodeError
 
 from ..errors import CorruptLogError
 from . import format as fmt
-from .codec import Event, EventColumns, decode_puts
+from .codec import Event, EventColumns, decode_put, decode_puts
 from .format import FrameError, FrameType
 from .fs import File, FileSystem
 
@@ -158,6 +159,7 @@ def _decode_run(path: str, buf: bytes, start: int, pointers: list[int], i: int, 
     seqs: list[int] = []
     payloads: list[memoryview] = []
     at: list[int] = []
+    offsets: list[int] = []  # file offset of each frame in ``payloads``: for the error
     view, size = memoryview(buf), len(buf)
     add_body, add_seq, add_payload, add_at = bodies.append, seqs.append, payloads.append, at.append
     for k in range(i, j):
@@ -186,13 +188,29 @@ def _decode_run(path: str, buf: bytes, start: int, pointers: list[int], i: int, 
                 add_at(len(bodies))
                 add_body(None)
                 add_payload(view[pos + _HEAD : end])
+                offsets.append(pos + start)
                 continue
         payload, seq = _checked_payload(path, buf, view, pos, start)
         add_seq(seq)
         add_at(len(bodies))
         add_body(None)
         add_payload(payload)
-    _append_run(out, bodies, seqs, payloads, at)
+        offsets.append(pos + start)
+    try:
+        _append_run(out, bodies, seqs, payloads, at)
+    except DecodeError:
+        _raise_undecodable(path, payloads, offsets)
+        raise
+
+
+def _raise_undecodable(path: str, payloads: list[memoryview], offsets: list[int]) -> None:
+    """Name the first PUT frame whose payload protobuf refuses (its CRC vouched for it)."""
+    for payload, offset in zip(payloads, offsets, strict=True):
+        try:
+            decode_put(payload, 0)
+        except DecodeError as err:
+            raise CorruptLogError(path=path, offset=offset,
+                                  reason=f"PUT payload is not a valid Put message ({err})") from None
 
 
 def _append_run(out: EventColumns, bodies: list[bytes | None], seqs: list[int], payloads: list[memoryview],

@@ -12,9 +12,9 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from ..errors import ChannelIdentityError, CorruptLogError
+from ..errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError
 from . import format as fmt
-from .checkpoint import Checkpoint, CheckpointInvalid, load_checkpoint, written_through
+from .checkpoint import Checkpoint, load_checkpoint, written_through
 from .config import ChannelConfig
 from .fs import FileSystem, write_atomic
 from .proto import channel_pb2 as pb

@@ -29,6 +29,9 @@ from array import array
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+from google.protobuf.message import DecodeError
 
 from ..errors import ChannelIdentityError, CorruptLogError, SegmentLostError
 from . import format as fmt
@@ -302,9 +305,9 @@ def _apply_frames(state: _State, image, log_id: int, path: str, *, newest: bool,
             continue
         payload = image[offset + fmt.FRAME_HEADER.size : offset + length - 4]
         if ftype == FrameType.TAKE:
-            takes.setdefault(txn, []).extend(decode_take(payload))
+            takes.setdefault(txn, []).extend(_decoded(decode_take, payload, path, offset))
         elif ftype == FrameType.COMMIT:
-            kind, count, tag = decode_commit(payload)
+            kind, count, tag = _decoded(decode_commit, payload, path, offset)
             state.commit(txn, kind, count, path, offset, tag)
         elif ftype == FrameType.ROLLBACK:
             puts.pop(txn, None)
@@ -313,6 +316,19 @@ def _apply_frames(state: _State, image, log_id: int, path: str, *, newest: bool,
     state.max_seq, state.max_txn = max(state.max_seq, last_seq), max_txn
     state.stats.frames += frames
     return frames, first_seq, last_seq
+
+
+_T = TypeVar("_T")
+
+
+def _decoded(decode: Callable[[bytes], _T], payload: bytes, path: str, offset: int) -> _T:
+    """``decode(payload)``; a payload its CRC vouches for but protobuf refuses (crafted, or
+    written by a broken writer) is CorruptLogError at the frame's offset."""
+    try:
+        return decode(payload)
+    except DecodeError as err:
+        raise CorruptLogError(path=path, offset=offset,
+                              reason=f"frame payload is not a valid message ({err})") from None
 
 
 def _check_sealed(path: str, scan: ScanResult, *, newest: bool) -> None:
@@ -330,6 +346,10 @@ def _check_sealed(path: str, scan: ScanResult, *, newest: bool) -> None:
 
 
 def _check_unique_ids(segments: list[tuple[int, str]]) -> None:
+    for log_id, path in segments:
+        if log_id >= 1 << 32:  # an event pointer holds the log id in 32 bits
+            raise CorruptLogError(path=path, offset=0, reason=f"log id {log_id} is beyond 2^32: not a segment of "
+                                                              "this channel; move the file away")
     for (a, first), (b, second) in zip(segments, segments[1:], strict=False):
         if a == b:
             _same_channel(_header_channel_id(first), _header_channel_id(second), second)

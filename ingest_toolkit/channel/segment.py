@@ -16,6 +16,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from google.protobuf.message import DecodeError
+
 from ..errors import CorruptLogError
 from . import format as fmt
 from .format import FrameError
@@ -62,7 +64,7 @@ def read_meta(path: str) -> pb.SegmentMeta | None:
                                                                      "segment metadata")
     try:
         meta = pb.SegmentMeta.FromString(data)
-    except Exception as err:  # protobuf's DecodeError
+    except DecodeError as err:
         raise CorruptLogError(path=meta_path(path), offset=0, reason=f"unreadable segment metadata ({err})") from None
     if meta.format_version != fmt.FORMAT_VERSION or not meta.log_id:
         raise CorruptLogError(path=meta_path(path), offset=0, reason="not a segment metadata file of this version")

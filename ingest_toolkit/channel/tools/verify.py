@@ -21,8 +21,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import ChannelIdentityError, CorruptLogError
-from ..checkpoint import Checkpoint, CheckpointInvalid, load_checkpoint, written_through
+from ...errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError
+from ..checkpoint import Checkpoint, load_checkpoint, written_through
 from ..format import SEGMENT_HEADER_SIZE as HEADER
 from ..fs import FileSystem, OsFileSystem
 from ..proto import channel_pb2 as pb
