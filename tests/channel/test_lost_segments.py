@@ -111,6 +111,9 @@ def test_a_newest_segment_the_checkpoint_refers_to_is_refused(tmp_path: Path) ->
     segment(tmp_path, 3).write_bytes(bytes(HEADER))
     with pytest.raises(SegmentLostError, match="checkpoint"):
         FileChannel(**settings(tmp_path))
+    dry = CliRunner().invoke(main, ["channel", "repair", "--dry-run", *dir_args(tmp_path)])
+    text = " ".join(dry.output.split())
+    assert dry.exit_code == 0 and "no .meta" in text and "checkpoint counts 1 queued" in text, dry.output
 
 
 def test_an_interrupted_creation_is_still_removed(tmp_path: Path) -> None:

@@ -24,9 +24,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import ChannelIdentityError, CorruptLogError
+from ...errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError
 from .. import format as fmt
-from ..checkpoint import CHECKPOINT_META, written_through
+from ..checkpoint import CHECKPOINT_META, read_checkpoint_meta, written_through
 from ..format import FrameType
 from ..fs import FileSystem, OsFileSystem, write_atomic
 from ..proto import channel_pb2 as pb
@@ -210,6 +210,9 @@ def _plan_lost(dirs: ChannelDirs, segments: list[tuple[int, str]], log_id: int, 
     held = (f"its .meta recorded {plan.meta.frames} frames, {plan.meta.data_end} bytes, PUT sequence numbers "
             f"{plan.meta.first_seq}..{plan.meta.last_seq}" if plan.meta is not None
             else "no .meta records what it held: the frames it held, if any, are unknown")
+    queued = _checkpoint_refcount(dirs.checkpoint_dir, log_id)
+    if queued:
+        held += f"; the checkpoint counts {queued} queued or in-flight events in it"
     plan.header_lost = f"{lost}; header rebuilt. {held}"
     with open_image(path) as (image, size):
         plan.size = size
@@ -217,6 +220,15 @@ def _plan_lost(dirs: ChannelDirs, segments: list[tuple[int, str]], log_id: int, 
             image, size = plan.header, fmt.SEGMENT_HEADER_SIZE  # nothing after the header survives
         _plan_frames(plan, image, size, sim)
     return plan
+
+
+def _checkpoint_refcount(checkpoint_dir: str, log_id: int) -> int:
+    """Events the checkpoint counts in ``log_id`` (0 when there is no readable checkpoint)."""
+    try:
+        info = read_checkpoint_meta(checkpoint_dir)
+    except (CheckpointInvalid, OSError):
+        return 0
+    return info.log_refcounts.get(log_id, 0) if info is not None else 0
 
 
 def _channel_id(dirs: ChannelDirs, segments: list[tuple[int, str]]) -> bytes:
