@@ -26,7 +26,8 @@ from .proto import channel_pb2 as pb
 from .tail import all_zero, classify_tail
 
 __all__ = ["ScanResult", "SegmentWriter", "all_zero", "header_lost", "iter_frames", "meta_path", "read_meta",
-           "scan_segment", "segment_path", "list_segments", "survey_headers", "written_proof"]
+           "scan_segment", "segment_path", "list_segments", "survey_headers", "vanished_segments",
+           "written_proof"]
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +77,11 @@ def header_lost(path: str) -> str | None:
     its header is all zeros (what a crash while creating it leaves, and what a lost inode or a
     bad restore leaves). None when the header's bytes are there (a damaged header is then
     reported by the scan, at offset 0)."""
-    with open(path, "rb") as f:
-        head = f.read(fmt.SEGMENT_HEADER_SIZE)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(fmt.SEGMENT_HEADER_SIZE)
+    except FileNotFoundError:
+        return "is missing"
     if not head:
         return "is empty (0 bytes)"
     if len(head) < fmt.SEGMENT_HEADER_SIZE:
@@ -117,6 +121,33 @@ def written_proof(path: str, log_id: int, *, later_written: bool,
     if log_id <= through:
         return f"the checkpoint {checkpoint_path} refers to it"
     return None
+
+
+def vanished_segments(fs: FileSystem, data_dirs: list[str] | tuple[str, ...], present: set[int],
+                      checkpoint: tuple[int, str] = (0, "")) -> list[tuple[str, str]]:
+    """``(segment path, proof)`` of every segment that is gone although its ``.meta`` shows it
+    was written and nothing deleted it.
+
+    A ``.meta`` without its segment is normally left by a crash between deleting a drained
+    segment and its ``.meta``; only segments before the newest one, and before the checkpoint's
+    position, are ever deleted as drained. ``present``: ids of the segments that exist."""
+    newest = max(present, default=0)
+    found = []
+    for directory in data_dirs:
+        for name in sorted(fs.listdir(directory)):
+            stem = name.removeprefix(_SEGMENT_PREFIX).removesuffix(".meta")
+            if not (name.startswith(_SEGMENT_PREFIX) and name.endswith(".meta") and stem.isdigit()):
+                continue
+            log_id, path = int(stem), os.path.join(directory, f"{_SEGMENT_PREFIX}{stem}")
+            if log_id in present or fs.exists(path):
+                continue
+            if log_id > newest:
+                found.append((path, f"its .meta {name} exists and no later segment does (only drained "
+                                    "segments before the newest are ever deleted)"))
+            elif checkpoint[0] and log_id >= checkpoint[0]:
+                found.append((path, f"its .meta {name} exists and the checkpoint {checkpoint[1]} was written at "
+                                    "or before it, so it was never deleted as drained"))
+    return found
 
 
 class SegmentWriter:

@@ -161,3 +161,34 @@ def test_repair_of_a_zeroed_header_keeps_every_frame(tmp_path: Path) -> None:
     assert "events lost: 0" in applied.output
     with FileChannel(**settings(tmp_path)) as channel:
         assert queued(channel) == [b"b", b"c", b"d"]
+
+
+def test_a_segment_that_vanished_but_left_its_meta_is_refused(tmp_path: Path) -> None:
+    """A lost inode can leave no file at all: the .meta of the newest segment still proves it."""
+    issue_history(tmp_path)
+    segment(tmp_path, 2).unlink()
+    (tmp_path / "cp" / "checkpoint.meta").unlink()
+    with pytest.raises(SegmentLostError, match="is missing"):
+        FileChannel(**settings(tmp_path))
+    assert segment(tmp_path, 2).with_name("log-2.meta").exists()
+    result = CliRunner().invoke(main, ["channel", "verify", *dir_args(tmp_path), "--json"])
+    assert [f["path"] for f in json.loads(result.output)["findings"] if f["kind"] == "lost_segment"] == [
+        str(segment(tmp_path, 2))]
+    dry = CliRunner().invoke(main, ["channel", "repair", "--dry-run", *dir_args(tmp_path)])
+    assert dry.exit_code == 0 and "5 frames" in " ".join(dry.output.split()), dry.output
+    applied = CliRunner().invoke(main, ["channel", "repair", "--yes", *dir_args(tmp_path)])
+    assert applied.exit_code == 0, applied.output
+    with FileChannel(**settings(tmp_path)) as channel:
+        assert queued(channel) == [b"a", b"b"]
+
+
+def test_the_meta_left_by_deleting_a_drained_segment_is_still_removed(tmp_path: Path) -> None:
+    issue_history(tmp_path)
+    with FileChannel(**settings(tmp_path)) as channel:
+        assert take(channel, 3) == [b"b", b"c", b"d"]
+        channel.checkpoint()  # log-1 and log-2 are drained and deleted
+    assert not segment(tmp_path, 1).exists()
+    segment(tmp_path, 1).with_name("log-1.meta").write_bytes(b"")  # a crash between the two deletions
+    with FileChannel(**settings(tmp_path)) as channel:
+        assert len(channel) == 0
+    assert not segment(tmp_path, 1).with_name("log-1.meta").exists()

@@ -31,7 +31,7 @@ from ..format import FrameType
 from ..fs import FileSystem, OsFileSystem, write_atomic
 from ..proto import channel_pb2 as pb
 from ..replay import replay
-from ..segment import meta_path, read_meta, survey_headers, written_proof
+from ..segment import meta_path, read_meta, survey_headers, vanished_segments, written_proof
 from .common import ChannelDirs, PhaseProgress, ToolError, offline, read_channel_id, segments_of
 from .render import repair_json
 from .scan import Damage, Image, Piece, header_error, noop_frames, noop_sizes, open_image, walk, without_torn_tail
@@ -150,6 +150,10 @@ def plan_repair(dirs: ChannelDirs, *, dry_run: bool = True, progress: PhaseProgr
     sim = TxnSim()
     plans = []
     proof = written_through(dirs.checkpoint_dir)
+    present = {log_id for log_id, _path in segments}
+    for path, _proof in vanished_segments(OsFileSystem(), dirs.data_dirs, present, proof):  # recreated empty
+        segments.append((int(os.path.basename(path).removeprefix("log-")), path))
+    segments.sort()
     lost, later = survey_headers(segments)
     for index, (log_id, path) in enumerate(segments):
         sim.segment(log_id, index)
@@ -214,6 +218,9 @@ def _plan_lost(dirs: ChannelDirs, segments: list[tuple[int, str]], log_id: int, 
     if queued:
         held += f"; the checkpoint counts {queued} queued or in-flight events in it"
     plan.header_lost = f"{lost}; header rebuilt. {held}"
+    if not os.path.exists(path):  # vanished: recreated from its header alone
+        _plan_frames(plan, plan.header, fmt.SEGMENT_HEADER_SIZE, sim)
+        return plan
     with open_image(path) as (image, size):
         plan.size = size
         if size < fmt.SEGMENT_HEADER_SIZE:
@@ -271,6 +278,8 @@ def _apply_all(fs: FileSystem, dirs: ChannelDirs, report: RepairReport) -> None:
     done: list[tuple[SegmentPlan, str, str | None]] = []
     try:
         for plan in report.segments:
+            if not os.path.exists(plan.path):  # a vanished segment: recreated, nothing to back up
+                fs.create(plan.path).close()
             backup, meta_backup = _backup(plan.path, stamp), None
             if os.path.exists(meta_path(plan.path)):
                 meta_backup = _backup(meta_path(plan.path), stamp)

@@ -27,7 +27,7 @@ from ..format import SEGMENT_HEADER_SIZE as HEADER
 from ..fs import FileSystem, OsFileSystem
 from ..proto import channel_pb2 as pb
 from ..replay import ReplayResult, count_refs, replay
-from ..segment import read_meta, survey_headers, written_proof
+from ..segment import read_meta, survey_headers, vanished_segments, written_proof
 from .common import ChannelDirs, PhaseProgress, offline, read_channel_id, segments_of
 from .render import verify_json
 from .scan import Damage, header_error, open_image, walk, without_torn_tail
@@ -166,6 +166,11 @@ class _Verifier:
 
     # -- logs -------------------------------------------------------------------------------
     def _check_sealed(self) -> None:
+        present = {log_id for log_id, _path in self.segments}
+        for path, proof in vanished_segments(self.fs, self.dirs.data_dirs, present, self.proof):
+            self.report.add("lost_segment", f"{path} is missing, but {proof}: opening the channel refuses it. "
+                            "Restore it from a backup, or see what 'ingest-toolkit channel repair --dry-run' would "
+                            "lose", path=path)
         lost, later = survey_headers(self.segments)
         for index, (log_id, path) in enumerate(self.segments):
             self._check_header(log_id, path, lost[index], later_written=later[index])
