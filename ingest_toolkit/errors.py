@@ -15,6 +15,8 @@ Hierarchy::
         │   └── TransactionCapacityError
         ├── EventTooLargeError         one event exceeds ``max_event_size``
         ├── CorruptLogError            a log record failed validation (carries path + offset)
+        │   └── SegmentLostError       a segment proven written lost its header or its frames
+        ├── CheckpointInvalid          a checkpoint file cannot be used (carries path + reason)
         ├── LogReadError               the OS failed to read a log segment (EIO); nothing was taken
         └── ChannelIdentityError       data and checkpoint dirs belong to different channels
 
@@ -31,12 +33,14 @@ __all__ = [
     "ChannelFullError",
     "ChannelIdentityError",
     "ChannelLockedError",
+    "CheckpointInvalid",
     "ConfigError",
     "CorruptLogError",
     "DiskSpaceError",
     "EventTooLargeError",
     "IngestError",
     "LogReadError",
+    "SegmentLostError",
     "TransactionCapacityError",
     "TransactionError",
     "TransientError",
@@ -146,6 +150,28 @@ class CorruptLogError(ChannelError):
             "understood, quarantine it with 'ingest-toolkit channel repair' (keeps a backup)"
         )
         self.path, self.offset, self.reason = path, offset, reason
+
+
+class SegmentLostError(CorruptLogError):
+    """A segment the channel's own files prove was written (``proof`` says how) came back empty,
+    shorter than its header or with a zeroed header: damage, not an interrupted creation."""
+
+    def __init__(self, *, path: str, damage: str, proof: str) -> None:
+        ChannelError.__init__(
+            self, f"{path} {damage}, but {proof}: it was written, so this is damage (a lost inode, a bad "
+                  "restore), not an interrupted creation. Nothing was changed. Restore the file from a "
+                  "backup, or run 'ingest-toolkit channel repair --dry-run' with this channel's "
+                  "--checkpoint-dir and --data-dir to see what removing its frames would lose")
+        self.path, self.offset, self.reason, self.proof = path, 0, damage, proof
+
+
+class CheckpointInvalid(ChannelError):
+    """The checkpoint cannot be used; ``path`` and ``reason`` say why. Recovery falls back to a
+    full replay of the logs, which is exact."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = path, reason
 
 
 class LogReadError(ChannelError):

@@ -126,7 +126,7 @@ class FileChannel:
         self._open: dict[int, Transaction] = {}
         self._failed: BaseException | None = None
         self._fsyncs = self._commits = 0
-        self._reader = EventReader(self._fs, self._paths)
+        self._reader = EventReader(self._fs, self._paths, self.config.max_event_size + fmt.FRAME_OVERHEAD)
         self._writer = self._new_writer()
 
     def _new_writer(self, *, draining: bool = False) -> SegmentWriter:

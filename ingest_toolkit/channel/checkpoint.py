@@ -24,14 +24,16 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from crc32c import crc32c
+from google.protobuf.message import DecodeError
 
-from ..errors import ChannelIdentityError
+from ..errors import ChannelIdentityError, CheckpointInvalid
 from .fs import FileSystem, write_atomic
 from .proto import channel_pb2 as pb
 from .tags import TagRecord
 
 __all__ = ["CHECKPOINT_META", "Checkpoint", "CheckpointInfo", "CheckpointInvalid", "Snapshot",
-           "decode_meta", "encode_meta", "load_checkpoint", "read_checkpoint_meta", "write_checkpoint"]
+           "decode_meta", "encode_meta", "load_checkpoint", "read_checkpoint_meta", "write_checkpoint",
+           "written_through"]
 
 CHECKPOINT_META: Final = "checkpoint.meta"
 CHECKPOINT_VERSION: Final = 1
@@ -41,13 +43,7 @@ _QUEUE_MAGIC: Final = b"ITKQUEUE"
 _QUEUE_HEADER: Final = struct.Struct("<8sIIQQ")  # magic, version, reserved, checkpoint id, count
 
 
-class CheckpointInvalid(Exception):
-    """The checkpoint cannot be used; ``path`` and ``reason`` say why. Recovery falls back to a
-    full replay, which is exact."""
-
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"{path}: {reason}")
-        self.path, self.reason = path, reason
+_MAX_POINTER: Final = 1 << 63  # log ids are below 2^31 in practice; a pointer is (log id << 32) | offset
 
 
 @dataclass(slots=True)
@@ -189,8 +185,8 @@ def load_checkpoint(directory: str, channel_id: bytes | None) -> Checkpoint | No
             f"{meta_file} belongs to channel {meta.channel_id.hex()}, not {channel_id.hex()}: "
             "the checkpoint directory of another channel is in use. Point checkpoint_dir at this "
             "channel's directory, or delete checkpoint.meta to rebuild it by a full replay")
-    queue = _load_queue(os.path.join(directory, meta.queue_file), meta)
-    inflight = _load_inflight(os.path.join(directory, meta.inflight_file), meta)
+    queue = _load_queue(os.path.join(directory, _file_name(meta.queue_file, meta_file)), meta)
+    inflight = _load_inflight(os.path.join(directory, _file_name(meta.inflight_file, meta_file)), meta)
     return Checkpoint(meta, queue,
                       takes=[(t.txn_id, list(t.pointers)) for t in inflight.takes],
                       puts=[(t.txn_id, list(t.pointers)) for t in inflight.puts],
@@ -198,13 +194,42 @@ def load_checkpoint(directory: str, channel_id: bytes | None) -> Checkpoint | No
                       tags=[TagRecord(t.tag, t.first_seq, t.count, t.commit_unix_ns) for t in inflight.tags])
 
 
+def _file_name(name: str, meta_file: str) -> str:
+    """A file ``checkpoint.meta`` names: a plain ``checkpoint-<id>.*`` name in its directory."""
+    if not name.startswith("checkpoint-") or os.sep in name or "\0" in name or name in (".", ".."):
+        raise CheckpointInvalid(meta_file, f"names the file {name!r}, which is not a checkpoint file name")
+    return name
+
+
+_MAX_META_BYTES: Final = 16 << 20  # a checkpoint.meta of a channel with a million live segments is ~12 MiB
+
+
 def _read_meta(path: str) -> pb.CheckpointMeta | None:
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            data = f.read(_MAX_META_BYTES + 1)
     except FileNotFoundError:
         return None
+    if len(data) > _MAX_META_BYTES:
+        raise CheckpointInvalid(path, f"larger than {_MAX_META_BYTES} bytes: not a checkpoint.meta file")
     return decode_meta(data, path)
+
+
+def written_through(directory: str) -> tuple[int, str]:
+    """The highest log id ``checkpoint.meta`` proves was written, and the file; 0 without one.
+
+    A checkpoint records the log position of the segment being written (created, its header
+    durable, before any checkpoint can name it) and the reference counts of the segments events
+    point into: every one of those was written. Read even when the rest of the checkpoint cannot
+    be used, because it is evidence about the segments, not state to restore."""
+    path = os.path.join(directory, CHECKPOINT_META)
+    try:
+        meta = _read_meta(path)
+    except (CheckpointInvalid, OSError):
+        return 0, path
+    if meta is None:
+        return 0, path
+    return max([meta.log_id, *(log_id for log_id, n in meta.log_refcounts.items() if n)]), path
 
 
 def decode_meta(data: bytes, path: str = CHECKPOINT_META) -> pb.CheckpointMeta:
@@ -214,24 +239,32 @@ def decode_meta(data: bytes, path: str = CHECKPOINT_META) -> pb.CheckpointMeta:
     head = _META_HEADER.size
     if len(data) < head + 4 or data[:8] != _META_MAGIC:
         raise CheckpointInvalid(path, "not a checkpoint.meta file (bad magic or too short)")
-    size = _META_HEADER.unpack_from(data)[1]
+    size = _META_HEADER.unpack_from(data)[1]  # len(data) >= head + 4 was checked above
     if len(data) != head + size + 4 or crc32c(data[:-4]) != struct.unpack_from("<I", data, len(data) - 4)[0]:
         raise CheckpointInvalid(path, f"truncated or damaged: {len(data)} bytes, checksum or length mismatch")
     try:
         meta = pb.CheckpointMeta.FromString(data[head:-4])
-    except Exception as err:  # protobuf raises DecodeError, a bare Exception subclass
-        raise CheckpointInvalid(path, f"not a valid CheckpointMeta ({err})") from None
+    except DecodeError as err:
+        raise CheckpointInvalid(path, f"not a valid CheckpointMeta at byte offset {head} ({err})") from None
     if meta.format_version != CHECKPOINT_VERSION:
         raise CheckpointInvalid(path, f"format version {meta.format_version}, expected {CHECKPOINT_VERSION}")
     if not meta.queue_file or not meta.inflight_file or not meta.checkpoint_id:
         raise CheckpointInvalid(path, "truncated: required fields are missing")
+    if len(meta.channel_id) != 16:
+        raise CheckpointInvalid(path, f"channel id of {len(meta.channel_id)} bytes, expected 16")
+    if meta.log_id >= 1 << 32 or meta.log_offset >= 1 << 32 or any(k >= 1 << 32 for k in meta.log_refcounts):
+        raise CheckpointInvalid(path, f"log position ({meta.log_id}, {meta.log_offset}) or a log id of its "
+                                "reference counts is beyond what pointers can hold (2^32)")
     return meta
 
 
 def _read_checked(path: str, size: int, crc: int) -> bytes:
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            actual = os.fstat(f.fileno()).st_size
+            if actual != size:  # checked before reading: ``size`` is what the meta claims, not a bound
+                raise CheckpointInvalid(path, f"damaged: {actual} bytes (expected {size})")
+            data = f.read(size + 1)
     except FileNotFoundError:
         raise CheckpointInvalid(path, "missing: checkpoint.meta names it but it does not exist") from None
     if len(data) != size or crc32c(data) != crc:
@@ -241,6 +274,8 @@ def _read_checked(path: str, size: int, crc: int) -> bytes:
 
 def _load_queue(path: str, meta: pb.CheckpointMeta) -> array[int]:
     data = _read_checked(path, meta.queue_bytes, meta.queue_crc32c)
+    if len(data) < _QUEUE_HEADER.size or (len(data) - _QUEUE_HEADER.size) % 8:
+        raise CheckpointInvalid(path, f"{len(data)} bytes: not a {_QUEUE_HEADER.size}-byte header and 8-byte pointers")
     magic, version, _r, checkpoint_id, count = _QUEUE_HEADER.unpack_from(data)
     if magic != _QUEUE_MAGIC or version != CHECKPOINT_VERSION:
         raise CheckpointInvalid(path, "not a queue file of this version")
@@ -250,14 +285,22 @@ def _load_queue(path: str, meta: pb.CheckpointMeta) -> array[int]:
     queue.frombytes(data[_QUEUE_HEADER.size:])
     if sys.byteorder != "little":
         queue.byteswap()
+    if len(queue) and max(queue) >= _MAX_POINTER:
+        raise CheckpointInvalid(path, f"holds the impossible event pointer {max(queue):#x}")
     return queue
 
 
 def _load_inflight(path: str, meta: pb.CheckpointMeta) -> pb.Inflight:
     data = _read_checked(path, meta.inflight_bytes, meta.inflight_crc32c)
-    inflight = pb.Inflight.FromString(data)
+    try:
+        inflight = pb.Inflight.FromString(data)
+    except DecodeError as err:
+        raise CheckpointInvalid(path, f"not a valid Inflight message ({err})") from None
     if inflight.checkpoint_id != meta.checkpoint_id:
         raise CheckpointInvalid(path, f"belongs to checkpoint {inflight.checkpoint_id}, meta is {meta.checkpoint_id}")
+    for txn in (*inflight.takes, *inflight.puts):
+        if any(p >= _MAX_POINTER for p in txn.pointers):
+            raise CheckpointInvalid(path, f"transaction {txn.txn_id} holds an impossible event pointer")
     return inflight
 
 

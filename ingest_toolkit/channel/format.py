@@ -91,7 +91,8 @@ def check_frame(buf: Buffer, pos: int, limit: int) -> tuple[int, int, int, int]:
     if pos + length > limit:
         raise FrameError(f"frame of {length} bytes runs past the end of the data")
     end = pos + length - 4
-    if crc32c(buf[pos:end]) != _unpack_trailer(buf, end)[0]:
+    crc = crc32c(buf[pos:end]) if length <= _COPY_LIMIT else _crc_in_place(buf, pos, end)
+    if crc != _unpack_trailer(buf, end)[0]:
         raise FrameError("checksum mismatch")
     if ftype not in _FRAME_TYPES or flags != 0:
         raise FrameError(f"unknown frame type {ftype} / flags {flags}")
@@ -99,6 +100,14 @@ def check_frame(buf: Buffer, pos: int, limit: int) -> tuple[int, int, int, int]:
 
 
 _FRAME_TYPES: Final = frozenset(int(t) for t in FrameType)
+_COPY_LIMIT: Final = 1 << 16  # larger frames are checksummed in place, not copied
+
+
+def _crc_in_place(buf: Buffer, start: int, end: int) -> int:
+    """CRC32C of ``buf[start:end]`` without copying it (a claimed length sizes no allocation);
+    the views are released at once, so an mmap can be closed afterwards."""
+    with memoryview(buf) as view, view[start:end] as span:
+        return crc32c(span)
 
 
 def encode_segment_header(log_id: int, channel_id: bytes, created_ns: int) -> bytes:

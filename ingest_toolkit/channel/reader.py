@@ -14,10 +14,11 @@ import threading
 from typing import TYPE_CHECKING
 
 from crc32c import crc32c
+from google.protobuf.message import DecodeError
 
 from ..errors import CorruptLogError
 from . import format as fmt
-from .codec import Event, EventColumns, decode_puts
+from .codec import Event, EventColumns, decode_put, decode_puts
 from .format import FrameError, FrameType
 from .fs import File, FileSystem
 
@@ -37,9 +38,15 @@ _unpack_crc = fmt.FRAME_TRAILER.unpack_from
 
 
 class EventReader:
-    def __init__(self, fs: FileSystem, paths: dict[int, str]) -> None:
+    """Reads PUT frames by pointer. ``max_frame``: the largest PUT frame the configuration lets
+    the channel write (``max_event_size`` + frame overhead); a frame claiming more is read only
+    after its checksum was verified in bounded chunks (it may have been written under a larger
+    limit), so a damaged length never sizes an allocation."""
+
+    def __init__(self, fs: FileSystem, paths: dict[int, str], max_frame: int = fmt.MAX_FRAME_SIZE) -> None:
         self._fs = fs
         self._paths = paths  # log id -> path, shared with (and updated by) the channel
+        self._max_frame = max_frame
         self._files: dict[int, File] = {}
         self._lock = threading.Lock()
 
@@ -91,8 +98,13 @@ class EventReader:
         if len(head) < _HEAD:
             raise CorruptLogError(path=file.path, offset=last, reason="event pointer past the end of the file")
         length = int.from_bytes(head[4:8], "little")
-        if length > fmt.MAX_FRAME_SIZE:
+        if not _OVERHEAD <= length <= fmt.MAX_FRAME_SIZE:
             raise CorruptLogError(path=file.path, offset=last, reason=f"impossible frame length {length}")
+        if last + length > file.size():  # a committed frame is whole in its file
+            raise CorruptLogError(path=file.path, offset=last,
+                                  reason=f"frame of {length} bytes runs past the end of the file ({file.size()} bytes)")
+        if length > self._max_frame:
+            _verify_in_chunks(file, last, length)
         return file.path, start, file.pread(last + length - start, start)
 
     def _file(self, log_id: int) -> File:
@@ -122,6 +134,21 @@ class EventReader:
             file.close()
 
 
+_CHUNK = 1 << 20
+
+
+def _verify_in_chunks(file: File, pos: int, length: int) -> None:
+    """Check the CRC of the frame at ``pos`` reading at most ``_CHUNK`` bytes at a time."""
+    end, crc, at = pos + length - 4, 0, pos
+    while at < end:
+        piece = file.pread(min(_CHUNK, end - at), at)
+        if not piece:
+            raise CorruptLogError(path=file.path, offset=pos, reason="frame runs past the end of the file")
+        crc, at = crc32c(piece, crc), at + len(piece)
+    if crc != int.from_bytes(file.pread(4, end), "little"):
+        raise CorruptLogError(path=file.path, offset=pos, reason="checksum mismatch")
+
+
 def _decode_run(path: str, buf: bytes, start: int, pointers: list[int], i: int, j: int,
                 out: EventColumns) -> None:
     """Validate and decode the frames of ``pointers[i:j]`` in ``buf`` (read from ``start``) and
@@ -132,6 +159,7 @@ def _decode_run(path: str, buf: bytes, start: int, pointers: list[int], i: int, 
     seqs: list[int] = []
     payloads: list[memoryview] = []
     at: list[int] = []
+    offsets: list[int] = []  # file offset of each frame in ``payloads``: for the error
     view, size = memoryview(buf), len(buf)
     add_body, add_seq, add_payload, add_at = bodies.append, seqs.append, payloads.append, at.append
     for k in range(i, j):
@@ -160,13 +188,29 @@ def _decode_run(path: str, buf: bytes, start: int, pointers: list[int], i: int, 
                 add_at(len(bodies))
                 add_body(None)
                 add_payload(view[pos + _HEAD : end])
+                offsets.append(pos + start)
                 continue
         payload, seq = _checked_payload(path, buf, view, pos, start)
         add_seq(seq)
         add_at(len(bodies))
         add_body(None)
         add_payload(payload)
-    _append_run(out, bodies, seqs, payloads, at)
+        offsets.append(pos + start)
+    try:
+        _append_run(out, bodies, seqs, payloads, at)
+    except DecodeError:
+        _raise_undecodable(path, payloads, offsets)
+        raise
+
+
+def _raise_undecodable(path: str, payloads: list[memoryview], offsets: list[int]) -> None:
+    """Name the first PUT frame whose payload protobuf refuses (its CRC vouched for it)."""
+    for payload, offset in zip(payloads, offsets, strict=True):
+        try:
+            decode_put(payload, 0)
+        except DecodeError as err:
+            raise CorruptLogError(path=path, offset=offset,
+                                  reason=f"PUT payload is not a valid Put message ({err})") from None
 
 
 def _append_run(out: EventColumns, bodies: list[bytes | None], seqs: list[int], payloads: list[memoryview],

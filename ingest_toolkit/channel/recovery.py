@@ -12,14 +12,14 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from ..errors import ChannelIdentityError, CorruptLogError
+from ..errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError, SegmentLostError
 from . import format as fmt
-from .checkpoint import Checkpoint, CheckpointInvalid, load_checkpoint
+from .checkpoint import Checkpoint, load_checkpoint, written_through
 from .config import ChannelConfig
 from .fs import FileSystem, write_atomic
 from .proto import channel_pb2 as pb
 from .replay import ProgressFn, ReplayResult, SegmentInfo, replay
-from .segment import list_segments, meta_path, read_meta
+from .segment import list_segments, meta_path, read_meta, vanished_segments
 from .tags import TagStore
 
 __all__ = ["CHANNEL_ID_FILE", "Recovered", "recover"]
@@ -45,7 +45,8 @@ def recover(fs: FileSystem, config: ChannelConfig, progress: ProgressFn | None) 
     stored = _read_channel_id(id_path)
     start, problem = _load_start(config.checkpoint_dir, stored)
     tags = TagStore(config.tag_window, int(config.tag_retention_seconds * 1e9))
-    result = replay(fs, config.data_dirs, start=start, progress=progress, tags=tags)
+    proof = written_through(config.checkpoint_dir)
+    result = replay(fs, config.data_dirs, start=start, progress=progress, tags=tags, checkpoint=proof)
     found = result.channel_id or (start.meta.channel_id if start else None)
     if start is not None and result.channel_id and result.channel_id != start.meta.channel_id:
         raise ChannelIdentityError(
@@ -54,6 +55,7 @@ def recover(fs: FileSystem, config: ChannelConfig, progress: ProgressFn | None) 
     channel_id = _identity(fs, id_path, stored, found, config)
     paths = {info.log_id: info.path for info in result.segments}
     _check_referenced(result, paths, config)  # before changing anything: the error promises that
+    _check_orphan_metas(fs, config.data_dirs, paths, proof)
     _remove_incomplete(fs, config.data_dirs, paths)
     if result.segments and read_meta(result.segments[-1].path) is None:
         _seal_existing(fs, result.segments[-1], channel_id)
@@ -102,9 +104,10 @@ def _remove_incomplete(fs: FileSystem, data_dirs: list[str], known: dict[int, st
     (a crash between deleting ``log-<id>`` and its ``.meta`` leaves the latter behind)."""
     for directory in data_dirs:
         for log_id, path in list_segments(fs, directory):
-            if log_id not in known:
+            if log_id not in known:  # replay proved nothing wrote it (else SegmentLostError)
                 log.warning("removing %s: a segment whose creation did not complete", path)
                 fs.unlink(path)
+                fs.sync_dir(directory)  # gone before a later segment exists: that would make it proof
         for name in fs.listdir(directory):
             stem = name.removeprefix("log-").removesuffix(".meta")
             if name.startswith("log-") and name.endswith(".meta") and stem.isdigit() and int(stem) not in known:
@@ -119,6 +122,12 @@ def _check_referenced(result: ReplayResult, paths: dict[int, str], config: Chann
                 path=os.path.join(config.data_dirs[log_id % len(config.data_dirs)], f"log-{log_id}"),
                 offset=0, reason=f"missing: {count} queued events point into it. Restore the file from "
                                  "a backup; nothing was changed")
+
+
+def _check_orphan_metas(fs: FileSystem, data_dirs: list[str], known: dict[int, str],
+                        checkpoint: tuple[int, str]) -> None:
+    for path, proof in vanished_segments(fs, data_dirs, set(known), checkpoint):
+        raise SegmentLostError(path=path, damage="is missing", proof=proof)
 
 
 def _next_log_id(fs: FileSystem, data_dirs: list[str]) -> int:

@@ -23,22 +23,24 @@ applied adds its tag, in log order, as the running channel did when it published
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 from array import array
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-from ..errors import ChannelIdentityError, CorruptLogError
+from google.protobuf.message import DecodeError
+
+from ..errors import ChannelIdentityError, CorruptLogError, SegmentLostError
 from . import format as fmt
 from .checkpoint import Checkpoint
 from .codec import TXN_PUT, decode_commit, decode_take
 from .format import FrameType
 from .fs import FileSystem
 from .pointer_queue import PointerQueue
-from .segment import ScanResult, iter_frames, list_segments, read_meta, scan_segment
+from .segment import ScanResult, iter_frames, list_segments, read_meta, scan_segment, survey_headers, written_proof
 from .tags import TagRecord, TagStore
 from .txnframes import count_logs
 
@@ -171,23 +173,31 @@ class _State:
 
 
 def replay(fs: FileSystem, data_dirs: list[str], *, start: Checkpoint | None = None,
-           progress: ProgressFn | None = None, tags: TagStore | None = None) -> ReplayResult:
+           progress: ProgressFn | None = None, tags: TagStore | None = None,
+           checkpoint: tuple[int, str] = (0, "")) -> ReplayResult:
     """Replay the segments of ``data_dirs`` in log-id order, from ``start`` if given.
 
     ``tags`` is the store to fill with the remembered commit tags (the channel passes one with
-    its window and retention); by default every tag found is kept.
+    its window and retention); by default every tag found is kept. ``checkpoint`` is the
+    highest log id a checkpoint proves was written, and its path (``checkpoint.written_through``):
+    such a segment without its header is damage (SegmentLostError), never an interrupted creation.
     """
     started = time.monotonic()
     segments = sorted(seg for d in data_dirs for seg in list_segments(fs, d))
     _check_unique_ids(segments)
     state, infos, channel_id = _State(start, tags), [], None
+    if start is not None:
+        refs = [log_id for log_id, n in start.meta.log_refcounts.items() if n]
+        checkpoint = (max(checkpoint[0], start.meta.log_id, *refs), checkpoint[1] or "the checkpoint in use")
     first_log, first_offset = (start.meta.log_id, start.meta.log_offset) if start else (0, 0)
     state.truncated = start is None and bool(segments) and segments[0][0] > 1
+    lost, later = survey_headers(segments)
     for index, (log_id, path) in enumerate(segments):
-        newest = index == len(segments) - 1
-        if os.path.getsize(path) == 0:  # holds no frames wherever it is; recovery removes it
-            log.warning("ignoring the empty file %s (a stray file or an interrupted creation)", path)
-            continue
+        newest = not later[index]  # the last segment with a header: the one written at a crash
+        damage = lost[index]
+        if damage is not None:
+            _interrupted_creation(log_id, path, damage, later_written=later[index], checkpoint=checkpoint)
+            continue  # recovery removes it
         if log_id < first_log:
             infos.append(_skipped_segment(log_id, path))
             continue
@@ -197,8 +207,6 @@ def replay(fs: FileSystem, data_dirs: list[str], *, start: Checkpoint | None = N
         if state.in_first_segment:  # what is still pending may have begun in deleted segments
             state.first_segment_txns = set(state.puts) | set(state.takes)
             state.in_first_segment = False
-        if info is None:
-            continue
         channel_id = _same_channel(channel_id, seg_channel, path)
         infos.append(info)
         _report(progress, index + 1, len(segments), state.stats)
@@ -230,6 +238,17 @@ def count_refs(pointers: array[int]) -> dict[int, int]:
     return dict(sorted(Counter(high_words).items()))
 
 
+def _interrupted_creation(log_id: int, path: str, damage: str, *, later_written: bool,
+                          checkpoint: tuple[int, str]) -> None:
+    """A segment without its header: an interrupted creation (a warning) when nothing proves
+    it was written, else SegmentLostError."""
+    proof = written_proof(path, log_id, later_written=later_written, checkpoint=checkpoint)
+    if proof is not None:
+        raise SegmentLostError(path=path, damage=damage, proof=proof)
+    log.warning("segment %s %s and nothing proves it was ever written (a crash while creating it, or a "
+                "stray file); ignoring it", path, damage)
+
+
 def _skipped_segment(log_id: int, path: str) -> SegmentInfo:
     """A segment before the checkpoint position: known from its .meta, not read."""
     meta = read_meta(path)
@@ -240,12 +259,8 @@ def _skipped_segment(log_id: int, path: str) -> SegmentInfo:
 
 
 def _replay_segment(state: _State, log_id: int, path: str, *, newest: bool,
-                    offset: int = 0) -> tuple[SegmentInfo | None, bytes]:
-    image, size = scan_segment(path)
-    header = image[: fmt.SEGMENT_HEADER_SIZE]
-    if newest and (size < fmt.SEGMENT_HEADER_SIZE or header == bytes(fmt.SEGMENT_HEADER_SIZE)):
-        log.warning("newest segment %s has no complete header (crash while creating it); ignoring it", path)
-        return None, b""
+                    offset: int = 0) -> tuple[SegmentInfo, bytes]:
+    image, _size = scan_segment(path)
     results: list[ScanResult] = []
     try:
         frames, first_seq, last_seq = _apply_frames(state, image, log_id, path, newest=newest,
@@ -290,9 +305,9 @@ def _apply_frames(state: _State, image, log_id: int, path: str, *, newest: bool,
             continue
         payload = image[offset + fmt.FRAME_HEADER.size : offset + length - 4]
         if ftype == FrameType.TAKE:
-            takes.setdefault(txn, []).extend(decode_take(payload))
+            takes.setdefault(txn, []).extend(_decoded(decode_take, payload, path, offset))
         elif ftype == FrameType.COMMIT:
-            kind, count, tag = decode_commit(payload)
+            kind, count, tag = _decoded(decode_commit, payload, path, offset)
             state.commit(txn, kind, count, path, offset, tag)
         elif ftype == FrameType.ROLLBACK:
             puts.pop(txn, None)
@@ -301,6 +316,19 @@ def _apply_frames(state: _State, image, log_id: int, path: str, *, newest: bool,
     state.max_seq, state.max_txn = max(state.max_seq, last_seq), max_txn
     state.stats.frames += frames
     return frames, first_seq, last_seq
+
+
+_T = TypeVar("_T")
+
+
+def _decoded(decode: Callable[[bytes], _T], payload: bytes, path: str, offset: int) -> _T:
+    """``decode(payload)``; a payload its CRC vouches for but protobuf refuses (crafted, or
+    written by a broken writer) is CorruptLogError at the frame's offset."""
+    try:
+        return decode(payload)
+    except DecodeError as err:
+        raise CorruptLogError(path=path, offset=offset,
+                              reason=f"frame payload is not a valid message ({err})") from None
 
 
 def _check_sealed(path: str, scan: ScanResult, *, newest: bool) -> None:
@@ -318,6 +346,10 @@ def _check_sealed(path: str, scan: ScanResult, *, newest: bool) -> None:
 
 
 def _check_unique_ids(segments: list[tuple[int, str]]) -> None:
+    for log_id, path in segments:
+        if log_id >= 1 << 32:  # an event pointer holds the log id in 32 bits
+            raise CorruptLogError(path=path, offset=0, reason=f"log id {log_id} is beyond 2^32: not a segment of "
+                                                              "this channel; move the file away")
     for (a, first), (b, second) in zip(segments, segments[1:], strict=False):
         if a == b:
             _same_channel(_header_channel_id(first), _header_channel_id(second), second)

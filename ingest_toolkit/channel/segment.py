@@ -16,18 +16,23 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from google.protobuf.message import DecodeError
+
 from ..errors import CorruptLogError
 from . import format as fmt
-from .format import FrameError, FrameType
+from .format import FrameError
 from .fs import File, FileSystem, write_atomic
 from .proto import channel_pb2 as pb
+from .tail import all_zero, classify_tail
 
-__all__ = ["ScanResult", "SegmentWriter", "all_zero", "iter_frames", "meta_path", "read_meta",
-           "scan_segment", "segment_path", "list_segments"]
+__all__ = ["ScanResult", "SegmentWriter", "all_zero", "header_lost", "iter_frames", "meta_path", "read_meta",
+           "scan_segment", "segment_path", "list_segments", "survey_headers", "vanished_segments",
+           "written_proof"]
 
 log = logging.getLogger(__name__)
 
 _SEGMENT_PREFIX = "log-"
+_MAX_META_BYTES = 4096  # a SegmentMeta is under 100 bytes
 
 
 def segment_path(directory: str, log_id: int) -> str:
@@ -52,16 +57,97 @@ def read_meta(path: str) -> pb.SegmentMeta | None:
     """The segment's ``.meta``; None when it has none. Raises CorruptLogError when unreadable."""
     try:
         with open(meta_path(path), "rb") as f:
-            data = f.read()
+            data = f.read(_MAX_META_BYTES + 1)
     except FileNotFoundError:
         return None
+    if len(data) > _MAX_META_BYTES:
+        raise CorruptLogError(path=meta_path(path), offset=0, reason=f"larger than {_MAX_META_BYTES} bytes: not "
+                                                                     "segment metadata")
     try:
         meta = pb.SegmentMeta.FromString(data)
-    except Exception as err:  # protobuf's DecodeError
+    except DecodeError as err:
         raise CorruptLogError(path=meta_path(path), offset=0, reason=f"unreadable segment metadata ({err})") from None
     if meta.format_version != fmt.FORMAT_VERSION or not meta.log_id:
         raise CorruptLogError(path=meta_path(path), offset=0, reason="not a segment metadata file of this version")
     return meta
+
+
+def header_lost(path: str) -> str | None:
+    """How the segment at ``path`` lost its header: it is empty, shorter than the header, or
+    its header is all zeros (what a crash while creating it leaves, and what a lost inode or a
+    bad restore leaves). None when the header's bytes are there (a damaged header is then
+    reported by the scan, at offset 0)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(fmt.SEGMENT_HEADER_SIZE)
+    except FileNotFoundError:
+        return "is missing"
+    if not head:
+        return "is empty (0 bytes)"
+    if len(head) < fmt.SEGMENT_HEADER_SIZE:
+        return f"holds {len(head)} bytes, fewer than its {fmt.SEGMENT_HEADER_SIZE}-byte header"
+    if head == bytes(fmt.SEGMENT_HEADER_SIZE):
+        return f"has a zeroed {fmt.SEGMENT_HEADER_SIZE}-byte header"
+    return None
+
+
+def survey_headers(segments: list[tuple[int, str]]) -> tuple[list[str | None], list[bool]]:
+    """For segments in log order: :func:`header_lost` of each, and whether a later segment with
+    its header exists (proof that this one was written: segments are created one at a time)."""
+    lost = [header_lost(path) for _log_id, path in segments]
+    later, seen = [False] * len(segments), False
+    for i in range(len(segments) - 1, -1, -1):
+        later[i] = seen
+        seen = seen or lost[i] is None
+    return lost, later
+
+
+def written_proof(path: str, log_id: int, *, later_written: bool,
+                  checkpoint: tuple[int, str] = (0, "")) -> str | None:
+    """What proves segment ``log_id`` was written completely at least once; None when nothing does.
+
+    A segment is created (header synced, directory synced) before any frame, any later segment
+    or any checkpoint can refer to it, so each of these is proof: ``later_written`` (a later
+    segment with its header exists), its ``.meta``, or ``checkpoint`` (the highest log id the
+    checkpoint names, and its path). Without proof, a segment with no header is the remains of
+    an interrupted creation (or a stray file)."""
+    if log_id == 0:
+        return None  # log ids start at 1: never a segment the channel wrote
+    if os.path.exists(meta_path(path)):
+        return f"it was sealed (its .meta {os.path.basename(meta_path(path))} exists)"
+    if later_written:
+        return "a later segment exists"
+    through, checkpoint_path = checkpoint
+    if log_id <= through:
+        return f"the checkpoint {checkpoint_path} refers to it"
+    return None
+
+
+def vanished_segments(fs: FileSystem, data_dirs: list[str] | tuple[str, ...], present: set[int],
+                      checkpoint: tuple[int, str] = (0, "")) -> list[tuple[str, str]]:
+    """``(segment path, proof)`` of every segment that is gone although its ``.meta`` shows it
+    was written and nothing deleted it.
+
+    A ``.meta`` without its segment is normally left by a crash between deleting a drained
+    segment and its ``.meta``; only segments before the newest one, and before the checkpoint's
+    position, are ever deleted as drained. ``present``: ids of the segments that exist."""
+    newest = max(present, default=0)
+    found = []
+    for directory in data_dirs:
+        for name in sorted(fs.listdir(directory)):
+            stem = name.removeprefix(_SEGMENT_PREFIX).removesuffix(".meta")
+            if not (name.startswith(_SEGMENT_PREFIX) and name.endswith(".meta") and stem.isdigit()):
+                continue
+            log_id, path = int(stem), os.path.join(directory, f"{_SEGMENT_PREFIX}{stem}")
+            if log_id in present or fs.exists(path):
+                continue
+            if log_id > newest:
+                found.append((path, f"its .meta {name} exists and no later segment does (only drained "
+                                    "segments before the newest are ever deleted)"))
+            elif checkpoint[0] and log_id >= checkpoint[0]:
+                found.append((path, f"its .meta {name} exists and the checkpoint {checkpoint[1]} was written at "
+                                    "or before it, so it was never deleted as drained"))
+    return found
 
 
 class SegmentWriter:
@@ -196,50 +282,12 @@ def iter_frames(data: bytes | mmap.mmap, path: str, *, newest: bool, result: lis
         try:
             ftype, length, txn_id, seq = check(data, pos, size)
         except FrameError as err:
-            torn = _classify_tail(data, pos, path, newest=newest, reason=str(err))
+            torn = classify_tail(data, pos, path, newest=newest, reason=str(err))
             result.append(ScanResult(log_id, channel_id, pos, size, torn))
             return
         yield pos, ftype, length, txn_id, seq
         pos += length
     result.append(ScanResult(log_id, channel_id, pos, size, 0))
-
-
-def _classify_tail(data: bytes | mmap.mmap, pos: int, path: str, *, newest: bool, reason: str) -> int:
-    """Return the count of non-zero bytes after ``pos``, or raise if they are damage."""
-    if all_zero(data, pos):
-        return 0  # preallocated space never written: a clean end
-    if not newest:
-        raise CorruptLogError(path=path, offset=pos, reason=reason)
-    commit_at = _find_commit_frame(data, pos + 1)
-    if commit_at is not None:
-        raise CorruptLogError(
-            path=path, offset=pos,
-            reason=f"{reason}; a complete COMMIT frame follows at offset {commit_at}, so this "
-                   "is damage to written data, not a torn write")
-    return len(data) - pos
-
-
-def all_zero(data: bytes | mmap.mmap, pos: int, chunk: int = 1 << 20) -> bool:
-    """Whether every byte of ``data`` from ``pos`` on is zero (preallocated, never written)."""
-    zeros = bytes(chunk)
-    for start in range(pos, len(data), chunk):
-        piece = data[start:start + chunk]
-        if piece != zeros[: len(piece)]:
-            return False
-    return True
-
-
-def _find_commit_frame(data: bytes | mmap.mmap, start: int) -> int | None:
-    size = len(data)
-    at = data.find(fmt.FRAME_MAGIC, start)
-    while at != -1:
-        try:
-            if fmt.check_frame(data, at, size)[0] == FrameType.COMMIT:
-                return at
-        except FrameError:
-            pass
-        at = data.find(fmt.FRAME_MAGIC, at + 1)
-    return None
 
 
 def scan_segment(path: str) -> tuple[mmap.mmap | bytes, int]:

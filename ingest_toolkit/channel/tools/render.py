@@ -77,7 +77,8 @@ def _plan_json(plan: SegmentPlan) -> dict[str, Any]:
         "log_id": plan.log_id, "path": plan.path,
         "ranges": [_damage_json(d) for d in plan.damage],
         "commits_neutralised": [{"offset": c.offset, "length": c.length, "txn_id": c.txn} for c in plan.commits],
-        "truncate_to": plan.cut, "meta_rewritten": plan.meta_changes, "meta_unreadable": plan.meta_broken}
+        "truncate_to": plan.cut, "meta_rewritten": plan.meta_changes, "meta_unreadable": plan.meta_broken,
+        "header_rebuilt": plan.header_lost}
 
 
 def _damage_json(d: Damage) -> dict[str, Any]:
@@ -175,6 +176,8 @@ def print_repair(console: Console, report: RepairReport) -> None:
 
 
 def _plan_rows(table: Table, plan: SegmentPlan) -> None:
+    if plan.header_lost:
+        table.add_row(plan.path, "0", str(len(plan.header)), "rebuild header", "", plan.header_lost)
     for d in plan.damage:
         action = "fix .meta (bytes missing)" if d.missing else "truncate" if d.tail else "NOOP"
         frames = ", ".join(_piece_text(p) for p in d.frames[:6]) + (" ..." if len(d.frames) > 6 else "")

@@ -19,21 +19,22 @@ from __future__ import annotations
 import os
 import shutil
 import time
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import ChannelIdentityError, CorruptLogError
+from ...errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError
 from .. import format as fmt
-from ..checkpoint import CHECKPOINT_META
+from ..checkpoint import CHECKPOINT_META, read_checkpoint_meta, written_through
 from ..format import FrameType
 from ..fs import FileSystem, OsFileSystem, write_atomic
 from ..proto import channel_pb2 as pb
 from ..replay import replay
-from ..segment import meta_path, read_meta
-from .common import ChannelDirs, PhaseProgress, ToolError, offline, segments_of
+from ..segment import meta_path, read_meta, survey_headers, vanished_segments, written_proof
+from .common import ChannelDirs, PhaseProgress, ToolError, offline, read_channel_id, segments_of
 from .render import repair_json
-from .scan import Damage, Piece, header_error, noop_frames, noop_sizes, open_image, walk, without_torn_tail
+from .scan import Damage, Image, Piece, header_error, noop_frames, noop_sizes, open_image, walk, without_torn_tail
 from .txnsim import DroppedTxn, LostEvent, TxnSim
 
 __all__ = ["RepairReport", "SegmentPlan", "plan_repair", "repair_channel"]
@@ -56,6 +57,8 @@ class SegmentPlan:
     first_seq: int = 0
     last_seq: int = 0
     end: int = fmt.SEGMENT_HEADER_SIZE  # where the segment's frames end after the repair
+    header_lost: str | None = None  # why the header is rebuilt (a segment proven written lost it)
+    header: bytes = b""  # the rebuilt header
 
     def keep(self, piece: Piece) -> None:
         self.frames += 1
@@ -92,7 +95,7 @@ class SegmentPlan:
 
     @property
     def changed(self) -> bool:
-        return bool(self.damage or self.commits) or self.meta_changes
+        return bool(self.damage or self.commits or self.header) or self.meta_changes
 
     def new_meta(self) -> pb.SegmentMeta:
         noop_count = sum(len(noop_sizes(d.length)) for d in self.damage if not d.tail)
@@ -146,9 +149,20 @@ def plan_repair(dirs: ChannelDirs, *, dry_run: bool = True, progress: PhaseProgr
     _check_unique(segments)
     sim = TxnSim()
     plans = []
+    proof = written_through(dirs.checkpoint_dir)
+    present = {log_id for log_id, _path in segments}
+    for path, _proof in vanished_segments(OsFileSystem(), dirs.data_dirs, present, proof):  # recreated empty
+        segments.append((int(os.path.basename(path).removeprefix("log-")), path))
+    segments.sort()
+    lost, later = survey_headers(segments)
     for index, (log_id, path) in enumerate(segments):
         sim.segment(log_id, index)
-        plans.append(_plan_segment(log_id, path, index == len(segments) - 1, sim))
+        newest = index == len(segments) - 1
+        damage = lost[index]
+        if damage and written_proof(path, log_id, later_written=later[index], checkpoint=proof):
+            plans.append(_plan_lost(dirs, segments, log_id, path, newest, damage, sim))
+        else:
+            plans.append(_plan_segment(log_id, path, newest, sim))
         if progress:
             progress("scan", index + 1, len(segments))
     dropped = sim.finish()
@@ -165,11 +179,15 @@ def _check_unique(segments: list[tuple[int, str]]) -> None:
                             "them: move the wrong one away")
 
 
-def _plan_segment(log_id: int, path: str, newest: bool, sim: TxnSim) -> SegmentPlan:
+def _new_plan(log_id: int, path: str, newest: bool) -> SegmentPlan:
     try:
-        plan = SegmentPlan(log_id, path, newest, read_meta(path))
+        return SegmentPlan(log_id, path, newest, read_meta(path))
     except CorruptLogError:
-        plan = SegmentPlan(log_id, path, newest, None, meta_broken=True)
+        return SegmentPlan(log_id, path, newest, None, meta_broken=True)
+
+
+def _plan_segment(log_id: int, path: str, newest: bool, sim: TxnSim) -> SegmentPlan:
+    plan = _new_plan(log_id, path, newest)
     with open_image(path) as (image, size):
         plan.size = size
         head = bytes(image[: fmt.SEGMENT_HEADER_SIZE])
@@ -180,24 +198,78 @@ def _plan_segment(log_id: int, path: str, newest: bool, sim: TxnSim) -> SegmentP
             raise ToolError(f"{path}: the segment header is damaged ({problem}); repair does not rebuild "
                             "headers. Nothing was changed: restore the file from a backup")
         plan.channel_id = head[24:40]
-        data_end = plan.meta.data_end if plan.meta is not None else (size if plan.meta_broken else None)
-        items: Iterable[Piece | Damage] = walk(image, size, log_id, path, data_end=data_end)
-        if newest and data_end is None:
-            items = without_torn_tail(list(items))  # recovery cuts a torn write; not repair's business
-        for item in items:
-            if isinstance(item, Damage):
-                if item.missing and plan.meta is not None:
-                    item.reason += (f"; its .meta recorded {plan.meta.frames} frames and PUT sequence numbers "
-                                    f"up to {plan.meta.last_seq}: events of the missing part cannot be listed")
-                plan.damage.append(item)
-                sim.damage(item, image)
-                if not item.missing:  # bytes that are not there do not move the end
-                    plan.end = item.offset if item.tail else item.end
-            else:
-                plan.keep(item)
-                if sim.frame(log_id, path, item, image):
-                    plan.commits.append(item)
+        _plan_frames(plan, image, size, sim)
     return plan
+
+
+def _plan_lost(dirs: ChannelDirs, segments: list[tuple[int, str]], log_id: int, path: str, newest: bool,
+               lost: str, sim: TxnSim) -> SegmentPlan:
+    """A segment proven written that lost its header: the header is rebuilt (log id from the file
+    name, channel id from its .meta or the channel), the frames that are still there are kept,
+    and what is missing is reported as lost, as far as its .meta tells."""
+    plan = _new_plan(log_id, path, newest)
+    channel_id = plan.meta.channel_id if plan.meta is not None else _channel_id(dirs, segments)
+    created = plan.meta.sealed_unix_ns if plan.meta is not None else time.time_ns()
+    plan.channel_id, plan.header = channel_id, fmt.encode_segment_header(log_id, channel_id, created)
+    held = (f"its .meta recorded {plan.meta.frames} frames, {plan.meta.data_end} bytes, PUT sequence numbers "
+            f"{plan.meta.first_seq}..{plan.meta.last_seq}" if plan.meta is not None
+            else "no .meta records what it held: the frames it held, if any, are unknown")
+    queued = _checkpoint_refcount(dirs.checkpoint_dir, log_id)
+    if queued:
+        held += f"; the checkpoint counts {queued} queued or in-flight events in it"
+    plan.header_lost = f"{lost}; header rebuilt. {held}"
+    if not os.path.exists(path):  # vanished: recreated from its header alone
+        _plan_frames(plan, plan.header, fmt.SEGMENT_HEADER_SIZE, sim)
+        return plan
+    with open_image(path) as (image, size):
+        plan.size = size
+        if size < fmt.SEGMENT_HEADER_SIZE:
+            image, size = plan.header, fmt.SEGMENT_HEADER_SIZE  # nothing after the header survives
+        _plan_frames(plan, image, size, sim)
+    return plan
+
+
+def _checkpoint_refcount(checkpoint_dir: str, log_id: int) -> int:
+    """Events the checkpoint counts in ``log_id`` (0 when there is no readable checkpoint)."""
+    try:
+        info = read_checkpoint_meta(checkpoint_dir)
+    except (CheckpointInvalid, OSError):
+        return 0
+    return info.log_refcounts.get(log_id, 0) if info is not None else 0
+
+
+def _channel_id(dirs: ChannelDirs, segments: list[tuple[int, str]]) -> bytes:
+    channel_id, _problem = read_channel_id(dirs.checkpoint_dir)
+    if channel_id:
+        return uuid.UUID(channel_id).bytes
+    for _log_id, other in segments:
+        with open(other, "rb") as f:
+            head = f.read(fmt.SEGMENT_HEADER_SIZE)
+        if header_error(head) is None:
+            return head[24:40]
+    raise ToolError("a segment lost its header and the channel id is recorded nowhere else (no channel.id, no "
+                    "intact segment): repair cannot rebuild it. Nothing was changed: restore it from a backup")
+
+
+def _plan_frames(plan: SegmentPlan, image: Image, size: int, sim: TxnSim) -> None:
+    log_id, path = plan.log_id, plan.path
+    data_end = plan.meta.data_end if plan.meta is not None else (size if plan.meta_broken else None)
+    items: Iterable[Piece | Damage] = walk(image, size, log_id, path, data_end=data_end)
+    if plan.newest and data_end is None:
+        items = without_torn_tail(list(items))  # recovery cuts a torn write; not repair's business
+    for item in items:
+        if isinstance(item, Damage):
+            if item.missing and plan.meta is not None:
+                item.reason += (f"; its .meta recorded {plan.meta.frames} frames and PUT sequence numbers "
+                                f"up to {plan.meta.last_seq}: events of the missing part cannot be listed")
+            plan.damage.append(item)
+            sim.damage(item, image)
+            if not item.missing:  # bytes that are not there do not move the end
+                plan.end = item.offset if item.tail else item.end
+        else:
+            plan.keep(item)
+            if sim.frame(log_id, path, item, image):
+                plan.commits.append(item)
 
 
 # -- applying ---------------------------------------------------------------------------------
@@ -206,6 +278,8 @@ def _apply_all(fs: FileSystem, dirs: ChannelDirs, report: RepairReport) -> None:
     done: list[tuple[SegmentPlan, str, str | None]] = []
     try:
         for plan in report.segments:
+            if not os.path.exists(plan.path):  # a vanished segment: recreated, nothing to back up
+                fs.create(plan.path).close()
             backup, meta_backup = _backup(plan.path, stamp), None
             if os.path.exists(meta_path(plan.path)):
                 meta_backup = _backup(meta_path(plan.path), stamp)
@@ -243,6 +317,8 @@ def _apply(fs: FileSystem, plan: SegmentPlan) -> None:
     now = time.time_ns()
     file = fs.open_write(plan.path)
     try:
+        if plan.header:
+            file.pwrite(plan.header, 0)
         for offset, length, reason in plan.noops():
             file.pwrite(noop_frames(length, reason, now), offset)
         if plan.cut is not None:

@@ -19,8 +19,13 @@ unknown, possibly uncommitted, transaction.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
+from google.protobuf.message import DecodeError
+
+from ...errors import CorruptLogError
 from ..codec import TXN_PUT, decode_commit, decode_take
 from ..format import FRAME_HEADER, FrameType
 from .scan import Damage, Image, Piece
@@ -65,6 +70,17 @@ class _Drop:
 
 
 _END = 1 << 64
+_T = TypeVar("_T")
+
+
+def _decoded(decode: Callable[[bytes], _T], image: Image, piece: Piece, path: str) -> _T:
+    """The payload of a valid (CRC-checked) frame, decoded; protobuf's refusal is CorruptLogError."""
+    try:
+        return decode(bytes(image[piece.offset + _HEAD: piece.end - 4]))
+    except DecodeError as err:
+        raise CorruptLogError(path=path, offset=piece.offset,
+                              reason=f"frame payload is not a valid message ({err}); repair cannot attribute it: "
+                                     "restore the file from a backup") from None
 
 
 class TxnSim:
@@ -116,13 +132,13 @@ class TxnSim:
             self.puts.setdefault(txn, []).append((pointer, piece.seq))
             self.pending.add(pointer)
         elif piece.type == FrameType.TAKE:
-            self.takes.setdefault(txn, []).extend(decode_take(image[piece.offset + _HEAD: piece.end - 4]))
+            self.takes.setdefault(txn, []).extend(_decoded(decode_take, image, piece, path))
         elif piece.type in (FrameType.COMMIT, FrameType.ROLLBACK):
             self.last.pop(txn, None)
             if txn in self.in_damage:
                 self.resolved.add(txn)
             if piece.type == FrameType.COMMIT:
-                kind, count, _tag = decode_commit(image[piece.offset + _HEAD: piece.end - 4])
+                kind, count, _tag = _decoded(decode_commit, image, piece, path)
                 return self._commit(txn, kind, count, path, (log_id << 32) | piece.offset)
             self.pending.difference_update(p for p, _ in self.puts.pop(txn, []))
             self.takes.pop(txn, None)

@@ -20,12 +20,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import ChannelIdentityError, CorruptLogError
-from ..checkpoint import Checkpoint, CheckpointInvalid, load_checkpoint
+from ...errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError
+from ..checkpoint import Checkpoint, load_checkpoint, written_through
 from ..format import SEGMENT_HEADER_SIZE as HEADER
 from ..fs import FileSystem, OsFileSystem
+from ..proto import channel_pb2 as pb
 from ..replay import ReplayResult, replay
-from ..segment import read_meta
+from ..segment import read_meta, survey_headers, vanished_segments, written_proof
 from .common import ChannelDirs, PhaseProgress, offline, read_channel_id, segments_of
 from .refcounts import Recount, deletion_floor, recount
 from .render import verify_json
@@ -79,6 +80,8 @@ class _Verifier:
         self.report = VerifyReport(dirs.checkpoint_dir, list(dirs.data_dirs))
         self.segments = segments_of(dirs)
         self.errors: list[CorruptLogError] = []
+        self.proof = written_through(dirs.checkpoint_dir)
+        self.lost: set[str] = set()  # segments proven written that lost their header
 
     def run(self) -> VerifyReport:
         report = self.report
@@ -155,7 +158,14 @@ class _Verifier:
 
     # -- logs -------------------------------------------------------------------------------
     def _check_sealed(self) -> None:
+        present = {log_id for log_id, _path in self.segments}
+        for path, proof in vanished_segments(self.fs, self.dirs.data_dirs, present, self.proof):
+            self.report.add("lost_segment", f"{path} is missing, but {proof}: opening the channel refuses it. "
+                            "Restore it from a backup, or see what 'ingest-toolkit channel repair --dry-run' would "
+                            "lose", path=path)
+        lost, later = survey_headers(self.segments)
         for index, (log_id, path) in enumerate(self.segments):
+            self._check_header(log_id, path, lost[index], later_written=later[index])
             try:
                 sealed = read_meta(path) is not None
             except CorruptLogError as err:
@@ -166,13 +176,24 @@ class _Verifier:
                 self.report.add("unsealed_log", f"{path} has no .meta although it is not the newest segment",
                                 log_id=log_id, path=path)
 
+    def _check_header(self, log_id: int, path: str, damage: str | None, *, later_written: bool) -> None:
+        proof = damage and written_proof(path, log_id, later_written=later_written, checkpoint=self.proof)
+        if damage and proof:
+            self.lost.add(path)
+            meta = _lenient_meta(path)
+            held = f" (sealed with {meta.data_end} bytes, {meta.frames} frames)" if meta else ""
+            self.report.add("lost_segment", f"{path} {damage}{held}, but {proof}: opening the channel refuses it. "
+                            "Restore it from a backup, or see what 'ingest-toolkit channel repair --dry-run' would "
+                            "lose", log_id=log_id, path=path)
+
     def _replay(self, phase: str, start: Checkpoint | None) -> ReplayResult | None:
         def report_progress(done: int, total: int) -> None:
             if self.progress:
                 self.progress(phase, done, total)
 
         try:
-            return replay(self.fs, list(self.dirs.data_dirs), start=start, progress=report_progress)
+            return replay(self.fs, list(self.dirs.data_dirs), start=start, progress=report_progress,
+                          checkpoint=self.proof)
         except CorruptLogError as err:
             if not err.path.endswith(".meta"):
                 self.errors.append(err)
@@ -201,7 +222,8 @@ class _Verifier:
                             f"({d.reason}; frames: {what or 'unreadable'})"
                             f"{' at the end of the segment' if d.tail else ''}",
                             path=d.path, offset=d.offset, length=d.length, reason=d.reason)
-        known = {f.data.get("path") for f in self.report.findings if f.kind in ("unsealed_log", "meta_unreadable")}
+        known = {f.data.get("path") for f in self.report.findings
+                 if f.kind in ("unsealed_log", "meta_unreadable", "lost_segment")}
         for err in self.errors:
             if err.path not in known and not any(d.path == err.path and d.offset <= err.offset <= d.end
                                                  for d in ranges):
@@ -214,6 +236,8 @@ class _Verifier:
             meta = read_meta(path)
         except CorruptLogError:
             meta = None  # reported by _check_sealed
+        if path in self.lost:
+            return []  # reported as lost_segment
         with open_image(path) as (image, size):
             if newest and (size < HEADER or bytes(image[:HEADER]) == bytes(HEADER)):
                 return []  # creation never completed: recovery removes it, as replay ignores it
@@ -253,6 +277,13 @@ class _Verifier:
             self.report.add("tag_mismatch", f"commit tag {tag!r}: checkpoint + replay records first seq {a.first_seq}, "
                             f"{a.count} events; the full replay first seq {b.first_seq}, {b.count} events",
                             tag=tag, checkpoint_first_seq=a.first_seq, full_replay_first_seq=b.first_seq)
+
+
+def _lenient_meta(path: str) -> pb.SegmentMeta | None:
+    try:
+        return read_meta(path)
+    except CorruptLogError:
+        return None  # reported as meta_unreadable
 
 
 _MISSING_FRAMES_HINT = (" (no damaged bytes were found: frames of this transaction are in a segment missing from "
