@@ -29,7 +29,7 @@ import grpc
 
 from ..channel import EventColumns, FileChannel, TxnKind, TxnState
 from ..channel.checkpoint import read_checkpoint_meta
-from ..errors import IngestError
+from ..errors import CheckpointInvalid, IngestError
 from ..security import bearer_ok
 from .edge import check_put, check_status, check_txn_request
 from .errors import (
@@ -116,7 +116,11 @@ class AgentService(pb_grpc.AgentServicer):
     def status(self, name: str) -> dict[str, Any]:
         """``checkpoint.meta`` as last written, the live counters, and the remote transactions."""
         channel = self._channel(name)
-        info = read_checkpoint_meta(channel.config.checkpoint_dir)
+        try:
+            info = read_checkpoint_meta(channel.config.checkpoint_dir)
+            problem = None
+        except CheckpointInvalid as err:  # the live counters below still answer; the next checkpoint rewrites it
+            info, problem = None, str(err)
         checkpoint = None
         if info is not None:
             now = time.time_ns()
@@ -125,7 +129,8 @@ class AgentService(pb_grpc.AgentServicer):
         live = channel.stats()
         live["log_files"] = {str(k): v for k, v in live["log_files"].items()}
         return {"channel": name, "channel_id": channel.channel_id.hex(), "queue_size": len(channel),
-                "checkpoint": checkpoint, "live": live, "remote_transactions": self.leases.stats()}
+                "checkpoint": checkpoint, "live": live, "remote_transactions": self.leases.stats(),
+                **({"checkpoint_error": problem} if problem else {})}
 
     # -- Transaction ----------------------------------------------------------------------
     def Transaction(self, requests: Iterator[pb.TxnRequest | InvalidRequestError],  # noqa: N802

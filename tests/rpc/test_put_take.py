@@ -189,6 +189,25 @@ def test_concurrent_putters_and_takers_deliver_every_event_once(agent: Agent) ->
         assert [e.body for e in mine] == [f"p{p}-b{b:02d}-{i}".encode() for b in range(20) for i in range(25)]
 
 
+def test_status_of_a_damaged_checkpoint_meta_still_answers_with_the_live_counters(agent: Agent) -> None:
+    """checkpoint.meta damaged under a running agent: status answers (the live counters, the reason),
+    the next checkpoint rewrites the file."""
+    import os
+
+    client = agent.client()
+    channel = agent.channels["events"]
+    client.put(evs(0, 4), channel="events")
+    channel.checkpoint()
+    with open(os.path.join(channel.config.checkpoint_dir, "checkpoint.meta"), "r+b") as meta:
+        meta.seek(10)
+        meta.write(b"\xff\xff\xff\xff")
+    status = client.status("events")
+    assert status["checkpoint"] is None and "checkpoint.meta" in status["checkpoint_error"]
+    assert status["live"]["queue_size"] == 4
+    channel.checkpoint()
+    assert client.status("events")["checkpoint"]["queue_size"] == 4
+
+
 def test_status_before_the_first_checkpoint_and_of_each_channel(start_agent: StartAgent) -> None:
     agent = start_agent(("events", "audit"))
     client = agent.client()
