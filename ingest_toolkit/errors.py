@@ -20,6 +20,42 @@ Hierarchy::
         ├── LogReadError               the OS failed to read a log segment (EIO); nothing was taken
         └── ChannelIdentityError       data and checkpoint dirs belong to different channels
 
+Each stage keeps its own errors in one module, under the same root::
+
+    IngestError
+    ├── ChannelError
+    │   ├── TransactionError
+    │   │   ├── InvalidTagError            channel.tags: a tag or batch id breaks the tag rules
+    │   │   └── LeaseExpiredError          rpc.errors (also an RpcError): a remote take outlived its lease
+    │   ├── ChannelLockedError
+    │   │   ├── ChannelInUseError          channel.tools.common: a tool needs the channel offline
+    │   │   └── AgentLockedError           collect.errors: another agent holds the agent's state
+    │   └── ToolError                      channel.tools.common: an operator tool cannot go on
+    ├── BadRequestError                    collect.errors: a client's body is malformed (HTTP 400)
+    ├── UnsupportedMediaTypeError          collect.errors: HTTP 415
+    ├── BatchIdError                       collect.errors: a batch id is invalid
+    ├── OversizedLineError                 collect.errors: a line above max_line_bytes
+    ├── RefusedFileError                   collect.errors: a spool file that escapes or is unsafe
+    ├── SourceStateError                   collect.errors: a source's saved state is unusable
+    ├── RpcError                           rpc.errors: what the agent's API answers
+    │   ├── AgentUnavailableError          (also a TransientError) the agent cannot be reached
+    │   ├── AuthenticationError            missing or wrong token
+    │   ├── InvalidRequestError            a request field out of range (named)
+    │   ├── RequestTooLargeError           above the message size limit
+    │   ├── UnknownChannelError            no such channel on that agent
+    │   └── RemoteError                    any other failure on the agent's side
+    ├── LandingError                       land.errors: a landing run failed (the take rolled back)
+    │   └── CommitConflict                 another landing committed some of the same events
+    ├── SparkStartError                    land.errors: no usable Java or Spark
+    ├── HadoopJarsError                    hdfs.jars: the Hadoop jars are missing
+    ├── HdfsClusterError                   hdfs.cluster: the local HDFS did not start or answer
+    └── DemoError                          dagster_defs.demo_steps: the demo cannot run here
+
+Two exceptions are signals, not errors, and never reach a caller: ``channel.format.FrameError``
+(why a frame header is invalid; every reader turns it into a CorruptLogError naming the file and
+offset) and ``collect.sources.base.SourceStopped`` (a source's loop ends). ``tests/test_error_tree.py``
+keeps this picture and the code in step.
+
 Callers decide what to retry with ``isinstance(err, TransientError)``. Every message says
 what happened *and* what to do about it.
 """
