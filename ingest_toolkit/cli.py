@@ -270,7 +270,7 @@ main.add_command(init_command)
 main.add_command(agent_command)
 main.add_command(send_command)
 main.add_command(_ExtraCommand("land", "ingest_toolkit.land.cli:land_command",
-                               "Land committed events of a channel as Parquet, exactly once (the [spark] extra)."))
+                               "Land committed events as Parquet (the [spark] extra)."))
 main.add_command(hdfs_command)
 
 
