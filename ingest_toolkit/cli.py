@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -25,6 +26,7 @@ from .channel.tools.common import PhaseProgress
 from .channel_conf import DEFAULT_AGENT_CONF, find_channel
 from .cli_common import OneLineErrors, output_console, verbose_option
 from .errors import ConfigError
+from .extras import extra_for
 from .settings import load_channel_settings
 
 __all__ = ["main"]
@@ -238,14 +240,37 @@ def channel_repair(conf_path: Path | None, channel_name: str | None, checkpoint_
         render.print_repair(output_console(), report)
 
 
+class _ExtraCommand(click.Command):
+    """A command whose module needs an extra (``land``: Spark and Arrow), imported only when the
+    command runs, so that ``--help`` and every core command work with the core install alone;
+    without the extra the command stops with one line naming it (:mod:`ingest_toolkit.extras`)."""
+
+    def __init__(self, name: str, target: str, short_help: str) -> None:
+        super().__init__(name, short_help=short_help, help=short_help)
+        self.target = target
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        module, _, attr = self.target.partition(":")
+        try:
+            command: click.Command = getattr(importlib.import_module(module), attr)
+        except ModuleNotFoundError as err:
+            if (missing := extra_for(err, self.name or "this command")) is None:
+                raise
+            raise missing from err
+        return command.make_context(info_name, args, parent=parent, **extra)
+
+
 # Subsystem commands live beside their code; imported last so their modules may import this one.
 from .collect.cli import agent_command, send_command  # noqa: E402
 from .hdfs.cli import hdfs_command  # noqa: E402
-from .land.cli import land_command  # noqa: E402
+from .scaffold import init_command  # noqa: E402
 
+main.add_command(init_command)
 main.add_command(agent_command)
 main.add_command(send_command)
-main.add_command(land_command)
+main.add_command(_ExtraCommand("land", "ingest_toolkit.land.cli:land_command",
+                               "Land committed events as Parquet (the [spark] extra)."))
 main.add_command(hdfs_command)
 
 

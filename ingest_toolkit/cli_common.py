@@ -16,6 +16,7 @@ import click
 from rich.console import Console
 
 from .errors import IngestError
+from .extras import MissingExtraError, extra_for
 
 __all__ = ["OneLineErrors", "is_verbose", "output_console", "verbose_option"]
 
@@ -50,6 +51,13 @@ class OneLineErrors(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
+        except MissingExtraError as err:  # the line says it all: the extra to install
+            raise click.ClickException(str(err)) from err
+        except ModuleNotFoundError as err:  # a command importing a module of an extra when it runs
+            missing = extra_for(err, ctx.invoked_subcommand or ctx.info_name or "this command")
+            if missing is None:
+                raise
+            raise click.ClickException(str(missing)) from err
         except (IngestError, OSError) as err:
             verbose = bool(ctx.meta.get(_VERBOSE))
             if verbose:

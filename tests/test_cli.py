@@ -193,3 +193,11 @@ def test_demo_table_piped_keeps_names_whole_and_names_the_reopen_for_what_it_was
     assert [row.split("│")[1].strip() for row in rows] == [
         "put (fsync per commit)", "reopen (checkpoint #1, nothing to replay)", "take (in order, verified)"], rows
     assert "full replay" not in result.output and "0 frames replayed" in rows[1]
+
+
+def test_land_is_listed_and_its_help_is_its_own_when_spark_is_installed() -> None:
+    listing = CliRunner().invoke(main, ["--help"])
+    assert "land     Land committed events as Parquet (the [spark] extra)." in listing.output
+    result = CliRunner().invoke(main, ["land", "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage: main land [OPTIONS]" in result.output and "--drain" in result.output
