@@ -9,10 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ingest_toolkit.channel import Event, FileChannel
 from ingest_toolkit.collect.sources import HttpSource
-from ingest_toolkit.collect.sources.http_body import DEFAULT_MAX_JSON_DEPTH
+from ingest_toolkit.collect.sources.http_body import DEFAULT_MAX_JSON_DEPTH, nesting_depth
 
 from .conftest import ChannelFactory, bodies
 from .test_http import post, start
@@ -140,3 +142,25 @@ def test_the_depth_scan_reads_utf16_and_utf32_bodies_as_the_parser_does(
     status, doc, _ = post(source.port, ("[" * 100 + "]" * 100).encode(encoding))
     assert status == 400 and doc["error"].startswith("JSON nested deeper than max_json_depth=32"), doc
     assert bodies(ch) == [("\u2200" + "\u5b00" * 50).encode()]
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    return 0
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\ab,:'),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(alphabet='[]{}"\\k'), inner,
+                                                                                max_size=4), max_leaves=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON, st.booleans())
+def test_the_depth_scan_agrees_with_the_parsed_structure(value: object, indent: bool) -> None:
+    """The scan never parses; on valid JSON (strings full of brackets, quotes and backslashes) it
+    must give exactly the depth of what the parser builds."""
+    text = json.dumps(value, indent=1 if indent else None).encode()
+    assert nesting_depth(text) == _depth(value)

@@ -21,10 +21,9 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import sys
 from typing import Any
-
-import numpy as np
 
 from ...channel import Event
 from ..errors import BadRequestError, UnsupportedMediaTypeError
@@ -103,12 +102,10 @@ def _beyond_the_parser(err: ValueError | RecursionError, max_depth: int) -> str:
 
 
 # -- nesting depth, without parsing -----------------------------------------------------------
-_CHUNK = 1 << 20  # bytes per vectorized step: bounds the scan's memory whatever the body's size
-_QUOTE = ord('"')
 _NOT_STRUCTURE = bytes(sorted(set(range(256)) - set(b'"[]{}')))
-_LEVEL_STEP = np.zeros(256, dtype=np.int8)
-_LEVEL_STEP[[ord("["), ord("{")]] = 1
-_LEVEL_STEP[[ord("]"), ord("}")]] = -1
+_STRING = re.compile(rb'"[^"]*"')  # in the skeleton: a string and the brackets it holds
+_INNERMOST = re.compile(rb"\[\]|\{\}")  # one pass removes exactly one level of nesting
+_OPEN_RUN = re.compile(rb"[\[{]+")
 
 
 def _check_depth(data: bytes, max_depth: int, where: str) -> None:
@@ -127,24 +124,26 @@ def _check_depth(data: bytes, max_depth: int, where: str) -> None:
 
 def nesting_depth(data: bytes, *, stop_above: int | None = None) -> int:
     """The deepest nesting of arrays and objects in the JSON text ``data`` (UTF-8), brackets
-    inside strings not counted; linear time and at most a few MiB of memory, without parsing.
+    inside strings not counted, without parsing: every step runs in C over the whole text.
 
-    Exact for valid JSON; for invalid JSON some number the parser refuses anyway. Escapes are
-    removed first (``\\\\`` pairs, then ``\\"``), so every quote left delimits a string.
-    With ``stop_above``, returns as soon as the depth is known to exceed it."""
-    skeleton = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
-    level = deepest = quotes = 0
-    for start in range(0, len(skeleton), _CHUNK):
-        codes = np.frombuffer(skeleton, dtype=np.uint8, count=min(_CHUNK, len(skeleton) - start), offset=start)
-        quotes_so_far = np.cumsum(codes == _QUOTE, dtype=np.int64) + quotes
-        steps = _LEVEL_STEP[codes]
-        steps[(quotes_so_far & 1) == 1] = 0  # inside a string
-        levels = np.cumsum(steps, dtype=np.int64) + level
-        deepest = max(deepest, int(levels.max()))
-        level, quotes = int(levels[-1]), int(quotes_so_far[-1])
-        if stop_above is not None and deepest > stop_above:
+    Escapes are removed first (``\\\\`` pairs, then ``\\"``), so every quote left delimits a
+    string; the skeleton keeps only quotes and brackets; strings (with the brackets they hold)
+    go; then each pass removes the innermost empty pairs, one level per pass. Exact for valid
+    JSON; for invalid JSON (a pass that removes nothing from what is left: unbalanced brackets)
+    at least the deepest the parser would recurse before refusing it. With ``stop_above``, at
+    most that many passes plus one: the answer is then ``stop_above + 1``."""
+    skeleton = _STRING.sub(b"", data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE))
+    depth = 0
+    while skeleton:
+        if stop_above is not None and depth > stop_above:
+            return depth
+        skeleton, removed = _INNERMOST.subn(b"", skeleton)
+        if not removed:
             break
-    return deepest
+        depth += 1
+    # Unbalanced (invalid JSON): the parser would recurse through a run of openers before it
+    # finds the text invalid, so the longest run left counts as depth too.
+    return max(depth, max((len(run) for run in _OPEN_RUN.findall(skeleton)), default=0))
 
 
 def _event(item: Any, where: str) -> Event:
