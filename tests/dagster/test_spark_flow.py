@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dagster_defs.curated import build_curated_partition
+from ingest_toolkit.orchestrate.curation import build_curated_partition
 from dagster_defs.factory import build_definitions
 from dagster_defs.instance import write_instance_yaml
 from dagster_defs.naming import (
