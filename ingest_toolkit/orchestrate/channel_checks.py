@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..channel.checkpoint import Checkpoint, CheckpointInvalid, load_checkpoint, read_checkpoint_meta
 from ..channel.tools.common import ChannelDirs, lock_state, segments_of
@@ -27,7 +28,9 @@ from .settings import ChannelSpec, OrchestrationSettings
 from .verdict import Verdict, verdict
 
 __all__ = ["LiveCheckpoint", "backlog_below_capacity", "checkpoint_fresh", "drained_logs_deleted",
-           "load_live_checkpoint", "missing_directory", "refcounts_match_recount"]
+           "load_live_checkpoint", "missing_directory", "read_state", "refcounts_match_recount"]
+
+T = TypeVar("T")
 
 _ATTEMPTS = 5
 
@@ -75,21 +78,25 @@ def missing_directory(check: str, spec: ChannelSpec, settings: OrchestrationSett
     return None
 
 
-def _unreadable(check: str, settings: OrchestrationSettings, err: CheckpointInvalid,
-                **metadata: Any) -> Verdict:
-    return verdict(check, settings, passed=False, description=f"checkpoint unreadable: {err}",
-                   metadata={**metadata, "problem": str(err)})
+def read_state(check: str, spec: ChannelSpec, settings: OrchestrationSettings, read: Callable[[str], T],
+               **metadata: Any) -> T | Verdict:
+    """``read(checkpoint_dir)``, or the failing verdict of ``check`` when a directory of the channel
+    is missing or its checkpoint is unreadable (``metadata`` added to that verdict)."""
+    if missing := missing_directory(check, spec, settings):
+        return missing
+    try:
+        return read(spec.checkpoint_dir)
+    except CheckpointInvalid as err:
+        return verdict(check, settings, passed=False, description=f"checkpoint unreadable: {err}",
+                       metadata={**metadata, "problem": str(err)})
 
 
 def refcounts_match_recount(spec: ChannelSpec, settings: OrchestrationSettings) -> Verdict:
     """``log_refcounts`` in checkpoint.meta equal an offline recount of the same checkpoint."""
     name = "refcounts_match_recount"
-    if missing := missing_directory(name, spec, settings):
-        return missing
-    try:
-        live = load_live_checkpoint(spec.checkpoint_dir)
-    except CheckpointInvalid as err:
-        return _unreadable(name, settings, err, checkpoint_dir=spec.checkpoint_dir)
+    live = read_state(name, spec, settings, load_live_checkpoint, checkpoint_dir=spec.checkpoint_dir)
+    if isinstance(live, Verdict):
+        return live
     if live is None:
         return verdict(name, settings, passed=True, description="no checkpoint yet: nothing to recount",
                        metadata={"checkpoint_dir": spec.checkpoint_dir})
@@ -118,12 +125,9 @@ def drained_logs_deleted(spec: ChannelSpec, settings: OrchestrationSettings, now
     only reported.
     """
     name = "drained_logs_deleted"
-    if missing := missing_directory(name, spec, settings):
-        return missing
-    try:
-        live = load_live_checkpoint(spec.checkpoint_dir)
-    except CheckpointInvalid as err:
-        return _unreadable(name, settings, err)
+    live = read_state(name, spec, settings, load_live_checkpoint)
+    if isinstance(live, Verdict):
+        return live
     segments = segments_of(ChannelDirs.of(spec.checkpoint_dir, list(spec.data_dirs)))
     if live is None:
         return verdict(name, settings, passed=True, description="no checkpoint yet: deletion has not started",
@@ -159,12 +163,9 @@ def checkpoint_fresh(spec: ChannelSpec, settings: OrchestrationSettings, now_ns:
     ``checkpoint_stale_when_stopped``.
     """
     name = "checkpoint_fresh"
-    if missing := missing_directory(name, spec, settings):
-        return missing
-    try:
-        info = read_checkpoint_meta(spec.checkpoint_dir)
-    except CheckpointInvalid as err:
-        return _unreadable(name, settings, err)
+    info = read_state(name, spec, settings, read_checkpoint_meta)
+    if isinstance(info, Verdict):
+        return info
     owned, holder = lock_state(spec.checkpoint_dir)
     served = {"owned": str(owned), "holder": holder or "", "agent": agent or ""}
     if owned is False and agent:
@@ -195,12 +196,9 @@ def checkpoint_fresh(spec: ChannelSpec, settings: OrchestrationSettings, now_ns:
 def backlog_below_capacity(spec: ChannelSpec, settings: OrchestrationSettings) -> Verdict:
     """Queued events (in-flight takes and spilled puts included) stay below a fraction of capacity."""
     name = "backlog_below_capacity"
-    if missing := missing_directory(name, spec, settings):
-        return missing
-    try:
-        info = read_checkpoint_meta(spec.checkpoint_dir)
-    except CheckpointInvalid as err:
-        return _unreadable(name, settings, err)
+    info = read_state(name, spec, settings, read_checkpoint_meta)
+    if isinstance(info, Verdict):
+        return info
     if info is None:
         return verdict(name, settings, passed=True, description="no checkpoint yet")
     used = info.queue_size + info.inflight_puts

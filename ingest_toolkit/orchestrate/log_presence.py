@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from ..channel import format as fmt
-from ..channel.checkpoint import Checkpoint, CheckpointInvalid, read_checkpoint_meta
+from ..channel.checkpoint import Checkpoint, read_checkpoint_meta
 from ..channel.tools.common import ChannelDirs, segments_of
-from .channel_checks import load_live_checkpoint, missing_directory
+from .channel_checks import LiveCheckpoint, load_live_checkpoint, read_state
 from .settings import ChannelSpec, OrchestrationSettings
 from .verdict import TextValue, Verdict, verdict
 
@@ -101,14 +101,10 @@ def referenced_logs_intact(spec: ChannelSpec, settings: OrchestrationSettings) -
     """Every segment that queued or in-flight events (or the writer position) need is present
     and long enough. A finding is judged again against a newer checkpoint if one was written
     meanwhile (it may have released the segment, which is then deleted legitimately)."""
-    if missing := missing_directory(_CHECK, spec, settings):
-        return missing
     for attempt in range(1, _ATTEMPTS + 1):
-        try:
-            live = load_live_checkpoint(spec.checkpoint_dir)
-        except CheckpointInvalid as err:
-            return verdict(_CHECK, settings, passed=False, description=f"checkpoint unreadable: {err}",
-                           metadata={"problem": str(err)})
+        live = read_state(_CHECK, spec, settings, load_live_checkpoint)
+        if isinstance(live, Verdict):
+            return live
         if live is None:
             return verdict(_CHECK, settings, passed=True, description="no checkpoint yet: nothing is referenced")
         needs = needed_segments(live.checkpoint)
@@ -117,7 +113,7 @@ def referenced_logs_intact(spec: ChannelSpec, settings: OrchestrationSettings) -
         if not damage or current is None or current.checkpoint_id == live.checkpoint.meta.checkpoint_id:
             return _result(settings, live.checkpoint, needs, damage, attempt)
         time.sleep(0.05 * attempt)
-    assert live is not None
+    assert isinstance(live, LiveCheckpoint)
     return _result(settings, live.checkpoint, needs, damage, _ATTEMPTS)  # the channel checkpoints faster than we read
 
 
