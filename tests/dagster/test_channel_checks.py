@@ -108,3 +108,20 @@ def test_landed_reconciles_fails_with_the_reason_when_the_agent_does_not_answer(
     assert "could not be read from the agent at 127.0.0.1:9" in (verdict.description or ""), verdict.description
 
 
+
+
+def test_a_verdict_becomes_the_check_result_the_ui_showed(tmp_path: Path) -> None:
+    """Severity, description and metadata types as before the checks moved out of dagster_defs:
+    text stays text (not plotted), paths and links stay paths and links."""
+    from dagster_defs.metadata import asset_check_result
+    from ingest_toolkit.orchestrate.verdict import PathValue, TextValue, verdict
+
+    settings = make_setup(tmp_path, runbook_url="https://runbook.example/ops.md").settings
+    result = asset_check_result(verdict("backlog_below_capacity", settings, passed=False, description="full",
+                                        metadata={"id": TextValue(7), "table": PathValue("/t"), "n": 3,
+                                                  "m": {"a": 1}}))
+    assert result.severity == dg.AssetCheckSeverity.WARN and result.description == "full" and not result.passed
+    meta = result.metadata
+    assert meta["id"] == dg.MetadataValue.text("7") and meta["table"] == dg.MetadataValue.path("/t")
+    assert meta["runbook"] == dg.MetadataValue.url("https://runbook.example/ops.md#backlog_below_capacity")
+    assert meta["n"] == dg.MetadataValue.int(3) and meta["m"] == dg.MetadataValue.json({"a": 1})
