@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
@@ -67,13 +69,11 @@ def test_evaluate_requests_once_then_retries_a_failed_run_after_the_backoff(tmp_
     assert key is not None and key.endswith("-puts20-takes0")
     asked: list[str] = []
 
-    def failed(ended: float) -> PreviousRun:
-        return PreviousRun("run-1", RunOutcome.FAILURE, "NameNode in safe mode", ended)
-
-    def lookup(ended: float) -> object:
-        return lambda run_key: asked.append(run_key) or failed(ended)
-
-    import time
+    def lookup(ended: float) -> Callable[[str], PreviousRun]:
+        def previous(run_key: str) -> PreviousRun:
+            asked.append(run_key)
+            return PreviousRun("run-1", RunOutcome.FAILURE, "NameNode in safe mode", ended)
+        return previous
 
     waiting = evaluate_landing("events", setup.spec.checkpoint_dir, setup.settings, first.cursor,
                                lookup(time.time()), _never)
