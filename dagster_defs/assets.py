@@ -7,8 +7,10 @@ Graph::
      fills it;           one take per        staging dir + swap)
      observed)           land_once)
 
-The channel asset and its observations are in :mod:`dagster_defs.observations`, the curated
-partitions in :mod:`dagster_defs.partitions`. Metadata that does not change from run to run (the
+The landing run and the curation of an hour are :mod:`ingest_toolkit.orchestrate` functions;
+the assets call them with their resources and record the results as metadata. The channel asset
+and its observations are in :mod:`dagster_defs.observations`, the curated partitions in
+:mod:`dagster_defs.partitions`. Metadata that does not change from run to run (the
 pool's limit, file counts) is text, so the asset page's plots show only what moves.
 
 The landing asset runs in the concurrency pool ``landing-<channel>``, the curated asset in
@@ -28,8 +30,11 @@ from typing import Any
 
 import dagster as dg
 
-from .curated import CuratedResult, build_curated_partition
+from ingest_toolkit.orchestrate.curation import CuratedResult, build_curated_partition, curated_metadata
+from ingest_toolkit.orchestrate.landing import land, landing_lines, landing_metadata
+
 from .instance import pool_limit
+from .metadata import dagster_metadata
 from .naming import channel_key, curated_key, curated_pool_name, landed_key, landing_pool_name
 from .partitions import channel_partitions
 from .resources import CuratedResource, LandingResource, SparkResource
@@ -64,54 +69,19 @@ def build_landing_asset(spec: ChannelSpec, settings: OrchestrationSettings) -> d
                           "them as Parquet (partitioned by event date/hour), exactly once.")
     def landed(context: dg.AssetExecutionContext, config: LandingRunConfig, landing: LandingResource,
                spark: SparkResource) -> dg.MaterializeResult:
-        from ingest_toolkit.land.run import land_channel
-
         pool_meta = _pool_metadata(context, pool, f"two landing runs of channel {spec.name} may run at once "
                                                   "(the landed table stays exactly-once; the runs compete)")
         landing_config = landing.config()
-        route = landing.route(spec, landing_config)
-        if route.notice:
-            context.log.info(route.notice)
         started = time.monotonic()
-        run = land_channel(route, spark.session, batches=config.batches or settings.batches_per_run,
-                           token=landing.token(route.config))
-        for result in run.results:
-            context.log.info(f"took {result.taken} events of channel {spec.name}, landed {result.events} in "
-                             f"{result.files} files (batch {result.batch_id}, {result.redelivered} already "
-                             f"landed), backlog after: {result.backlog_after}")
-        if not run.results:
-            context.log.info(f"channel {spec.name} has no committed events ({route.description}): nothing to "
-                             "land, Spark was not started")
-        return dg.MaterializeResult(metadata={**_landing_metadata(run, landing_config.root, spec.name),
-                                              "duration_s": round(time.monotonic() - started, 3), **pool_meta})
+        run = land(spec, landing_config, spark.session, batches=config.batches or settings.batches_per_run,
+                   token=landing.agent_token, notice=context.log.info)
+        for line in landing_lines(run, spec.name):
+            context.log.info(line)
+        metadata = dagster_metadata(landing_metadata(run, landing_config.root, spec.name))
+        return dg.MaterializeResult(metadata={**metadata, "duration_s": round(time.monotonic() - started, 3),
+                                              **pool_meta})
 
     return landed
-
-
-def _landing_metadata(run: Any, root: str, channel: str) -> dict[str, Any]:
-    """The landing asset's metadata of a :class:`~ingest_toolkit.land.run.LandingRun`."""
-    results = run.results
-    # Every hour the taken events are in, those of batches an earlier run landed (redelivered)
-    # included: the curated sensor reads them from this metadata.
-    partitions = sorted({p for r in results for p in r.partitions})
-    last = results[-1] if results else None
-    return {
-        "events": sum(r.events for r in results), "taken": sum(r.taken for r in results),
-        "bytes": sum(r.bytes for r in results),
-        "files": dg.MetadataValue.text(str(sum(r.files for r in results))),  # a count per run: not plotted
-        "batch_id": (last.batch_id if last else None) or "", "batch_ids": [r.batch_id for r in results if r.batch_id],
-        "take_transactions": dg.MetadataValue.text(str(len(results))),
-        "redelivered": sum(r.redelivered for r in results),
-        "backlog_after": run.backlog_after, "source": run.route.description, "spark_started": run.spark_started,
-        "root": dg.MetadataValue.path(f"{root}/{channel}"),
-        "manifest": str((last.manifest_uri if last else None) or ""), "partitions": partitions}
-
-
-def _partition_metadata(result: CuratedResult) -> dict[str, Any]:
-    """The metadata of one curated hour: its own rows, not those of the run's other hours."""
-    return {"rows": result.rows, "duplicates_dropped": result.duplicates_dropped,
-            "path": dg.MetadataValue.path(result.path), "landed_dirs": result.source_dirs,
-            "window_utc": f"{result.window_utc[0]} .. {result.window_utc[1]}"}
 
 
 def _build_partitions(context: dg.AssetExecutionContext, partitions: dg.HourlyPartitionsDefinition, channel: str,
@@ -124,7 +94,7 @@ def _build_partitions(context: dg.AssetExecutionContext, partitions: dg.HourlyPa
         result = build_curated_partition(spark.session(), landed_root, curated_root, channel, window.start, window.end)
         context.log.info(f"partition {key}: {result.rows} rows from {len(result.source_dirs)} landed directories, "
                          f"{result.duplicates_dropped} duplicates dropped")
-        context.add_asset_metadata(_partition_metadata(result), partition_key=key)
+        context.add_asset_metadata(dagster_metadata(curated_metadata(result)), partition_key=key)
         results[key] = result
     return results
 

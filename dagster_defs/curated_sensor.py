@@ -22,7 +22,9 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from .curated import hour_of_landed_dir, partition_keys_for_hours
+from ingest_toolkit.orchestrate.curation import hour_of_landed_dir
+
+from .curated import partition_keys_for_hours
 from .naming import curated_key, curated_sensor_name, landed_key
 from .partitions import channel_partitions
 from .settings import ChannelSpec, OrchestrationSettings

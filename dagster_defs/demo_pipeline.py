@@ -13,8 +13,9 @@ from rich.table import Table
 
 from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
 from ingest_toolkit.land.storage import HadoopStorage, Location, local_path, locate
+from ingest_toolkit.orchestrate.curation import hour_of_landed_dir
 
-from .curated import hour_of_landed_dir, partition_keys_for_hours
+from .curated import partition_keys_for_hours
 from .naming import checks_job_name, curated_job_name, curated_op_name, landing_job_name, landing_op_name
 from .partitions import hourly_partitions
 from .settings import ChannelSpec, OrchestrationSettings

@@ -28,13 +28,12 @@ When each is read:
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 from pydantic import PrivateAttr
 
-from ingest_toolkit.errors import ConfigError
+from ingest_toolkit.orchestrate.landing import agent_token, channel_route
 
 from .settings import ChannelSpec
 
@@ -73,37 +72,13 @@ class LandingResource(dg.ConfigurableResource):
         return load_landing_config(self.landing_conf, **overrides)
 
     def route(self, spec: ChannelSpec, config: LandingConfig) -> Route:
-        """How a run reaches the channel: the configured agent; else in-process when no process
-        owns it; else the agent that owns it. A channel owned by a process whose endpoint cannot
-        be found (or trusted) is a ConfigError naming the fix."""
-        from ingest_toolkit.channel_conf import NamedChannel
-        from ingest_toolkit.land.route import resolve_route
-
-        origin = f"{spec.agent_conf or 'the agent configuration'} [channels.{spec.name}]"
-        named = NamedChannel(spec.settings, origin, Path(spec.agent_conf) if spec.agent_conf else None)
-        return resolve_route(config, spec.name, named)
-
-    def agent_status(self, spec: ChannelSpec, config: LandingConfig) -> dict[str, Any] | None:
-        """The channel's live status from the agent the landing takes through (configured, or the
-        channel's owner); None when a landing would open the channel in-process or the owner's
-        endpoint is unknown (callers then read ``checkpoint.meta``)."""
-        from ingest_toolkit.land.config import agent_client
-
-        try:
-            route = self.route(spec, config)
-        except ConfigError:
-            return None
-        if not route.remote:
-            return None
-        with agent_client(route.config, token=self.token(route.config)) as client:
-            return client.status(spec.name)
+        """How a run reaches the channel (:func:`ingest_toolkit.orchestrate.landing.channel_route`)."""
+        return channel_route(spec, config)
 
     def token(self, config: LandingConfig) -> str | None:
         """The resource's token, else the variable ``[landing] agent_token_env`` names (or the
         owner agent's ``token_env``), else ``INGEST_AGENT_TOKEN``, read now (run time)."""
-        if self.agent_token is None:
-            return os.environ.get(config.agent_token_env or "INGEST_AGENT_TOKEN")
-        return self.agent_token
+        return agent_token(config, self.agent_token)
 
 
 class SparkResource(dg.ConfigurableResource):

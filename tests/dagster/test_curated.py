@@ -10,13 +10,14 @@ import dagster as dg
 import pendulum
 from dagster._utils.schedules import cron_string_iterator  # the schedule's own tick iterator
 
-from dagster_defs.curated import hour_of_landed_dir, landed_hour_dirs, partition_keys_for_hours, utc_hours
+from dagster_defs.curated import partition_keys_for_hours
 from dagster_defs.demo_pipeline import landed_partition_keys
 from dagster_defs.factory import build_definitions
 from dagster_defs.naming import curated_sensor_name, landed_key
 from dagster_defs.partitions import hourly_partitions
 from dagster_defs.settings import OrchestrationSettings
 from ingest_toolkit.land.storage import locate
+from ingest_toolkit.orchestrate.curation import hour_of_landed_dir, landed_hour_dirs, utc_hours
 
 from .helpers import make_setup
 

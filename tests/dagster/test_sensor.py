@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from pathlib import Path
@@ -11,8 +10,8 @@ import dagster as dg
 
 from dagster_defs.factory import build_definitions
 from dagster_defs.naming import curated_key, ident, landed_key, landing_job_name
-from dagster_defs.sensors import ChannelState, SensorCursor, decide
 from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
+from ingest_toolkit.orchestrate.backlog import SensorCursor, decide
 
 from .helpers import events_at, fill, make_setup
 
@@ -106,16 +105,6 @@ def test_a_recreated_channel_at_the_same_counters_fires_again_with_a_new_key(tmp
     assert reason.run and "the channel was recreated" in reason.reason
 
 
-def test_sensor_cursor_round_trip_and_damaged_cursor() -> None:
-    state = ChannelState("5f0c6a52-0d0e-4c43-9d4e-111111111111", 110, 110, 5)
-    cursor = SensorCursor(7, state.channel_id, state, state.run_key("events"))
-    assert SensorCursor.parse(cursor.dumps()) == cursor
-    assert json.loads(cursor.dumps())["requested"]["takes_committed"] == 5
-    assert SensorCursor.parse("not json") == SensorCursor()
-    assert SensorCursor.parse('{"requested": {"x": 1}}') == SensorCursor()  # an unknown shape: no cursor
-    assert SensorCursor.parse(None) == SensorCursor()
-
-
 def test_sensor_skips_while_a_landing_run_is_in_progress(tmp_path: Path) -> None:
     setup = make_setup(tmp_path, sensor_min_backlog=10)
     defs = build_definitions(setup.settings, [setup.spec])
@@ -166,22 +155,6 @@ def test_sensor_sees_a_landing_launched_from_the_asset_page(tmp_path: Path) -> N
             assert busy.skip_reason and f"landing run {whole.run_id}" in busy.skip_reason.skip_message
     finally:
         channel.close()
-
-
-def test_decide_fires_on_backlog_age(tmp_path: Path) -> None:
-    setup = make_setup(tmp_path, sensor_min_backlog=1000, sensor_max_backlog_age_seconds=60)
-    channel = setup.open()
-    try:
-        fill(channel, events_at(3, 0))
-        channel.checkpoint()
-    finally:
-        channel.close()
-    info = read_checkpoint_meta(setup.spec.checkpoint_dir)
-    assert info is not None
-    young = decide("events", info, setup.settings, now_ns=info.oldest_commit_unix_ns + 10 * 10**9)
-    assert not young.run and "oldest 10 s old (threshold 60 s)" in young.reason
-    old = decide("events", info, setup.settings, now_ns=info.oldest_commit_unix_ns + 61 * 10**9)
-    assert old.run and "oldest 61 s old" in old.reason
 
 
 def test_drain_schedule_skips_an_empty_channel_and_drains_a_nonempty_one(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dagster_defs.curated import build_curated_partition
 from dagster_defs.factory import build_definitions
 from dagster_defs.instance import write_instance_yaml
 from dagster_defs.naming import (
@@ -27,6 +26,7 @@ from dagster_defs.naming import (
 from ingest_toolkit.channel import Event
 from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
 from ingest_toolkit.land.batches import build_table, event_id
+from ingest_toolkit.orchestrate.curation import build_curated_partition
 
 from .helpers import Setup, events_at, fill, hour_ms, make_setup
 

@@ -14,25 +14,34 @@ to ``checkpoint_wait_seconds`` for a newer checkpoint and, if none comes, judges
 cannot lag (takes at the checkpoint <= manifest events) and says so in its description.
 A landing running while the check reads can make the counts differ for a moment: run the
 checks after the landing (the landing job does).
+
+A table on a local path is read with pyarrow (no JVM); ``start_spark`` is called only for a table
+on HDFS or S3A, read through Spark's Hadoop client.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import dagster as dg
-
-from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
-from ingest_toolkit.channel.tools.common import lock_state
-from ingest_toolkit.land.storage import locate
-
-from ..settings import ChannelSpec
+from ..channel.checkpoint import read_checkpoint_meta
+from ..channel.tools.common import lock_state
+from ..errors import IngestError
+from ..land.storage import local_path, locate
+from .landing import agent_status
+from .settings import ChannelSpec, OrchestrationSettings
 from .table_scan import scan_event_ids
+from .verdict import PathValue, Verdict, verdict
 
-__all__ = ["ManifestTotals", "TakenCount", "check_no_duplicates", "check_reconcile", "taken_from_agent",
-           "taken_from_checkpoint"]
+if TYPE_CHECKING:
+    from ..land.config import LandingConfig
+
+__all__ = ["ManifestTotals", "TakenCount", "curated_no_duplicate_event_ids", "landed_no_duplicate_event_ids",
+           "landed_reconciles", "manifest_totals", "session_for", "taken_from_agent", "taken_from_checkpoint"]
+
+StartSpark = Callable[[], Any]  # starts (or returns) the Spark session of the run
 
 
 class ManifestTotals:
@@ -42,18 +51,54 @@ class ManifestTotals:
         self.batches, self.events, self.newest_commit_unix_ns = batches, events, newest_commit_unix_ns
 
 
-def check_no_duplicates(table_uri: str, what: str, spark: Any = None) -> dg.AssetCheckResult:
+def session_for(root: str, start_spark: StartSpark) -> Any:
+    """A Spark session for a table that is not on a local path (HDFS, S3A: read through Spark's
+    Hadoop client); None for a local one, which pyarrow reads without a JVM."""
+    return None if local_path(root) is not None else start_spark()
+
+
+def manifest_totals(root: str, channel: str, spark: Any = None) -> ManifestTotals:
+    """Batches, events and the newest manifest's creation time (read with pyarrow, no Spark,
+    unless ``spark`` is given: a non-local root is then read through its Hadoop client)."""
+    import pendulum
+
+    from ..land.manifest import read_manifests
+
+    manifests = read_manifests(root, channel, spark=spark, storage="auto" if spark is not None else "arrow")
+    newest = max((pendulum.parse(m.created) for m in manifests), default=None)
+    newest_ns = int(newest.timestamp() * 1e9) if isinstance(newest, pendulum.DateTime) else 0
+    return ManifestTotals(len(manifests), sum(m.count for m in manifests), newest_ns)
+
+
+def landed_no_duplicate_event_ids(spec: ChannelSpec, settings: OrchestrationSettings, landed_root: str,
+                                  start_spark: StartSpark) -> Verdict:
+    """Every ``event_id`` occurs once in the landed table ``<landed_root>/<channel>``."""
+    root = landed_root.rstrip("/")
+    return _no_duplicates("landed_no_duplicate_event_ids", settings, f"{root}/{spec.name}", "landed table",
+                          session_for(root, start_spark))
+
+
+def curated_no_duplicate_event_ids(spec: ChannelSpec, settings: OrchestrationSettings, curated_root: str,
+                                   start_spark: StartSpark) -> Verdict:
+    """Every ``event_id`` occurs once in the curated partitions ``<curated_root>/<channel>``."""
+    root = curated_root.rstrip("/")
+    return _no_duplicates("curated_no_duplicate_event_ids", settings, f"{root}/{spec.name}", "curated table",
+                          session_for(root, start_spark))
+
+
+def _no_duplicates(check: str, settings: OrchestrationSettings, table_uri: str, what: str,
+                   spark: Any = None) -> Verdict:
     """No ``event_id`` occurs twice in the table (counted over the table and per partition);
     ``spark``: the session whose Hadoop client reads a non-local table."""
     table = locate(table_uri, spark)
     scan = scan_event_ids(table)
     worst = dict(sorted(scan.duplicates_by_partition.items(), key=lambda kv: -kv[1])[:10])
-    return dg.AssetCheckResult(
-        passed=scan.extra_rows == 0,
+    return verdict(
+        check, settings, passed=scan.extra_rows == 0,
         description=(f"{what}: {scan.rows} rows in {scan.files} files, every event_id once" if scan.extra_rows == 0
                      else f"{what}: {scan.duplicate_ids} event_ids occur more than once "
                           f"({scan.extra_rows} extra rows)"),
-        metadata={"table": dg.MetadataValue.path(table.uri), "rows": scan.rows, "files": scan.files,
+        metadata={"table": PathValue(table.uri), "rows": scan.rows, "files": scan.files,
                   "duplicate_event_ids": scan.duplicate_ids, "extra_rows": scan.extra_rows,
                   "sample_duplicates": scan.sample, "partitions": len(scan.rows_by_partition),
                   "duplicates_by_partition": worst})
@@ -93,8 +138,31 @@ def taken_from_checkpoint(spec: ChannelSpec, newest_manifest_ns: int, wait_s: fl
         time.sleep(min(1.0, max(0.05, deadline - time.monotonic())))
 
 
-def check_reconcile(table_uri: str, totals: ManifestTotals, taken: TakenCount | None,
-                    spark: Any = None, *, unavailable: str | None = None) -> dg.AssetCheckResult:
+def landed_reconciles(spec: ChannelSpec, settings: OrchestrationSettings, landing: LandingConfig,
+                      start_spark: StartSpark, token: str | None = None) -> Verdict:
+    """Manifest events == landed rows (== takes_committed when ``landing_only_taker``). An agent
+    that does not answer is a failing verdict with the reason, not an exception."""
+    session = session_for(landing.root, start_spark)
+    totals = manifest_totals(landing.root, spec.name, session)
+    taken: TakenCount | None = None
+    unavailable = None
+    if settings.landing_only_taker:
+        try:
+            status = agent_status(spec, landing, token)
+        except IngestError as err:  # the agent is down or refuses: a verdict, not a crash of the check
+            where = f"at {landing.agent}" if landing.agent else "that owns the channel"
+            status, unavailable = None, (
+                f"the channel's takes_committed could not be read from the agent {where} ({err}); start the "
+                "agent (or fix [landing] agent) and run the check again")
+        if status is not None:
+            taken = taken_from_agent(status)
+        elif unavailable is None:
+            taken = taken_from_checkpoint(spec, totals.newest_commit_unix_ns, settings.checkpoint_wait_seconds)
+    return _reconcile(settings, f"{landing.root}/{spec.name}", totals, taken, session, unavailable=unavailable)
+
+
+def _reconcile(settings: OrchestrationSettings, table_uri: str, totals: ManifestTotals, taken: TakenCount | None,
+               spark: Any = None, *, unavailable: str | None = None) -> Verdict:
     """Manifest events == landed rows, and == takes_committed when ``taken`` is given (the landing
     is the channel's only taker). ``unavailable``: why takes_committed, which had to be judged,
     could not be read (an agent that does not answer): the check fails with that reason."""
@@ -120,4 +188,4 @@ def check_reconcile(table_uri: str, totals: ManifestTotals, taken: TakenCount | 
     description = "; ".join(problems) if problems else (
         f"{totals.events} events in {totals.batches} manifests = {scan.rows} landed rows"
         + (" = takes committed by the channel" if taken is not None and taken.current else "") + note)
-    return dg.AssetCheckResult(passed=not problems, description=description, metadata=metadata)
+    return verdict("landed_reconciles", settings, passed=not problems, description=description, metadata=metadata)

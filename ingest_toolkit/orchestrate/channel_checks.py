@@ -1,7 +1,9 @@
 """On-call checks of a channel, safe while its agent is running (no lock is taken).
 
-Each function returns an :class:`dagster.AssetCheckResult` whose metadata carries the numbers it
-judged on; docs/runbook.md says what a failure means and what to do.
+Each function is named like its check and returns a :class:`~.verdict.Verdict` whose metadata
+carries the numbers it judged on; docs/runbook.md says what a failure means and what to do. A
+channel whose directory does not exist fails every check with a verdict naming the directory and
+the fix (:func:`missing_directory`), never an exception.
 
 Reading a live channel without its lock: ``checkpoint.meta`` is replaced atomically and names
 the queue and in-flight files of the same checkpoint (with their sizes and CRC32C), so a
@@ -15,19 +17,20 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-import dagster as dg
+from ..channel.checkpoint import Checkpoint, CheckpointInvalid, load_checkpoint, read_checkpoint_meta
+from ..channel.tools.common import ChannelDirs, lock_state, segments_of
+from ..channel.tools.refcounts import deletion_floor, recount
+from .settings import ChannelSpec, OrchestrationSettings
+from .verdict import Verdict, verdict
 
-from ingest_toolkit.channel.checkpoint import Checkpoint, CheckpointInvalid, load_checkpoint, read_checkpoint_meta
-from ingest_toolkit.channel.tools.common import ChannelDirs, lock_state, segments_of
-from ingest_toolkit.channel.tools.refcounts import deletion_floor, recount
+__all__ = ["LiveCheckpoint", "backlog_below_capacity", "checkpoint_fresh", "drained_logs_deleted",
+           "load_live_checkpoint", "missing_directory", "read_state", "refcounts_match_recount"]
 
-from ..settings import ChannelSpec, OrchestrationSettings
-
-__all__ = ["LiveCheckpoint", "check_backlog", "check_checkpoint_fresh", "check_drained_logs_deleted",
-           "check_refcounts", "load_live_checkpoint"]
+T = TypeVar("T")
 
 _ATTEMPTS = 5
 
@@ -57,21 +60,51 @@ def load_live_checkpoint(checkpoint_dir: str) -> LiveCheckpoint | None:
     raise last
 
 
-def check_refcounts(spec: ChannelSpec) -> dg.AssetCheckResult:
-    """``log_refcounts`` in checkpoint.meta equal an offline recount of the same checkpoint."""
+def missing_directory(check: str, spec: ChannelSpec, settings: OrchestrationSettings) -> Verdict | None:
+    """A failing verdict of ``check`` when a directory of the channel does not exist, else None.
+
+    The channel tools refuse such a channel (they are pointed at it by hand); a check reports it,
+    naming the directory and the fix, so a check run never fails without a verdict."""
+    for directory in (spec.checkpoint_dir, *spec.data_dirs):
+        if os.path.isdir(directory):
+            continue
+        problem = "is not a directory" if os.path.exists(directory) else "does not exist"
+        where = spec.agent_conf or "the agent configuration"
+        return verdict(check, settings, passed=False, metadata={"directory": directory, "channel": spec.name},
+                       description=(
+                           f"channel {spec.name}: {directory} {problem}: start the agent that serves the channel "
+                           f"(it creates its directories), or correct checkpoint_dir / data_dirs of "
+                           f"[channels.{spec.name}] in {where}"))
+    return None
+
+
+def read_state(check: str, spec: ChannelSpec, settings: OrchestrationSettings, read: Callable[[str], T],
+               **metadata: Any) -> T | Verdict:
+    """``read(checkpoint_dir)``, or the failing verdict of ``check`` when a directory of the channel
+    is missing or its checkpoint is unreadable (``metadata`` added to that verdict)."""
+    if missing := missing_directory(check, spec, settings):
+        return missing
     try:
-        live = load_live_checkpoint(spec.checkpoint_dir)
+        return read(spec.checkpoint_dir)
     except CheckpointInvalid as err:
-        return dg.AssetCheckResult(passed=False, description=f"checkpoint unreadable: {err}",
-                                   metadata={"checkpoint_dir": spec.checkpoint_dir, "problem": str(err)})
+        return verdict(check, settings, passed=False, description=f"checkpoint unreadable: {err}",
+                       metadata={**metadata, "problem": str(err)})
+
+
+def refcounts_match_recount(spec: ChannelSpec, settings: OrchestrationSettings) -> Verdict:
+    """``log_refcounts`` in checkpoint.meta equal an offline recount of the same checkpoint."""
+    name = "refcounts_match_recount"
+    live = read_state(name, spec, settings, load_live_checkpoint, checkpoint_dir=spec.checkpoint_dir)
+    if isinstance(live, Verdict):
+        return live
     if live is None:
-        return dg.AssetCheckResult(passed=True, description="no checkpoint yet: nothing to recount",
-                                   metadata={"checkpoint_dir": spec.checkpoint_dir})
+        return verdict(name, settings, passed=True, description="no checkpoint yet: nothing to recount",
+                       metadata={"checkpoint_dir": spec.checkpoint_dir})
     counts = recount(live.checkpoint)
     mismatches = {f"log-{i}": {"recorded": recorded, "recounted": recounted}
                   for i, (recorded, recounted) in counts.mismatches.items()}
-    return dg.AssetCheckResult(
-        passed=counts.ok,
+    return verdict(
+        name, settings, passed=counts.ok,
         description=("reference counts match a recount of the queue and open takes" if counts.ok else
                      f"{len(mismatches)} log files disagree, queue_size {counts.queue_size_recorded} vs "
                      f"{counts.queue_size_recounted} recounted"),
@@ -82,8 +115,7 @@ def check_refcounts(spec: ChannelSpec) -> dg.AssetCheckResult:
                   "read_attempts": live.attempts})
 
 
-def check_drained_logs_deleted(spec: ChannelSpec, settings: OrchestrationSettings,
-                               now_ns: int | None = None) -> dg.AssetCheckResult:
+def drained_logs_deleted(spec: ChannelSpec, settings: OrchestrationSettings, now_ns: int | None = None) -> Verdict:
     """No segment below the deletion floor survives its checkpoint by more than the grace.
 
     The floor is the channel's own rule
@@ -92,15 +124,14 @@ def check_drained_logs_deleted(spec: ChannelSpec, settings: OrchestrationSetting
     *between* needed ones is kept by design (a full replay of what remains must stay exact) and
     only reported.
     """
-    try:
-        live = load_live_checkpoint(spec.checkpoint_dir)
-    except CheckpointInvalid as err:
-        return dg.AssetCheckResult(passed=False, description=f"checkpoint unreadable: {err}",
-                                   metadata={"problem": str(err)})
+    name = "drained_logs_deleted"
+    live = read_state(name, spec, settings, load_live_checkpoint)
+    if isinstance(live, Verdict):
+        return live
     segments = segments_of(ChannelDirs.of(spec.checkpoint_dir, list(spec.data_dirs)))
     if live is None:
-        return dg.AssetCheckResult(passed=True, description="no checkpoint yet: deletion has not started",
-                                   metadata={"log_files": len(segments)})
+        return verdict(name, settings, passed=True, description="no checkpoint yet: deletion has not started",
+                       metadata={"log_files": len(segments)})
     checkpoint = live.checkpoint
     deletion = deletion_floor(checkpoint)
     floor, needed = deletion.log_id, deletion.needed
@@ -113,16 +144,16 @@ def check_drained_logs_deleted(spec: ChannelSpec, settings: OrchestrationSetting
         "drained_kept_between_needed": kept, "checkpoint_age_seconds": round(age, 1),
         "grace_seconds": settings.drained_log_grace_seconds}
     if below and age <= settings.drained_log_grace_seconds:
-        return dg.AssetCheckResult(passed=True, metadata=metadata, description=(
+        return verdict(name, settings, passed=True, metadata=metadata, description=(
             f"{len(below)} segments below the floor, but the checkpoint is only {age:.0f} s old: "
             "deletion may be in progress"))
-    return dg.AssetCheckResult(passed=not below, metadata=metadata, description=(
+    return verdict(name, settings, passed=not below, metadata=metadata, description=(
         f"{len(below)} drained log files below the deletion floor log-{floor} were not deleted" if below
         else f"no drained log file below the deletion floor log-{floor}"))
 
 
-def check_checkpoint_fresh(spec: ChannelSpec, settings: OrchestrationSettings, now_ns: int | None = None,
-                           agent: str | None = None) -> dg.AssetCheckResult:
+def checkpoint_fresh(spec: ChannelSpec, settings: OrchestrationSettings, now_ns: int | None = None,
+                     agent: str | None = None) -> Verdict:
     """The checkpoint is younger than ``checkpoint_stale_factor`` checkpoint intervals.
 
     ``agent``: the address the landing takes through (``[landing] agent``). When set, an agent
@@ -131,20 +162,19 @@ def check_checkpoint_fresh(spec: ChannelSpec, settings: OrchestrationSettings, n
     process owns passes with a note (its last checkpoint is the one written at close), unless
     ``checkpoint_stale_when_stopped``.
     """
-    try:
-        info = read_checkpoint_meta(spec.checkpoint_dir)
-    except CheckpointInvalid as err:
-        return dg.AssetCheckResult(passed=False, description=f"checkpoint unreadable: {err}",
-                                   metadata={"problem": str(err)})
+    name = "checkpoint_fresh"
+    info = read_state(name, spec, settings, read_checkpoint_meta)
+    if isinstance(info, Verdict):
+        return info
     owned, holder = lock_state(spec.checkpoint_dir)
     served = {"owned": str(owned), "holder": holder or "", "agent": agent or ""}
     if owned is False and agent:
-        return dg.AssetCheckResult(passed=False, metadata=served, description=(
+        return verdict(name, settings, passed=False, metadata=served, description=(
             f"no process owns the channel, but the landing takes through an agent ({agent}): the agent that "
             "serves this channel is not running (crashed or stopped); nothing is ingested or landed until it is "
             "restarted"))
     if info is None:
-        return dg.AssetCheckResult(passed=not owned, metadata=served, description="no checkpoint.meta" + (
+        return verdict(name, settings, passed=not owned, metadata=served, description="no checkpoint.meta" + (
             " although a process owns the channel" if owned else " (channel never opened)"))
     age = info.age_seconds(now_ns)
     interval = info.checkpoint_interval_s
@@ -153,32 +183,29 @@ def check_checkpoint_fresh(spec: ChannelSpec, settings: OrchestrationSettings, n
         "checkpoint_id": info.checkpoint_id, "age_seconds": round(age, 1), "interval_seconds": interval,
         "stale_after_seconds": limit, **served}
     if owned is False and not settings.checkpoint_stale_when_stopped:
-        return dg.AssetCheckResult(passed=True, metadata=metadata, description=(
+        return verdict(name, settings, passed=True, metadata=metadata, description=(
             f"no process owns the channel: its checkpoint ({age:.0f} s old) is the one written at close"))
     if interval <= 0:
-        return dg.AssetCheckResult(passed=True, metadata=metadata,
-                                   description="periodic checkpoints are disabled (checkpoint_interval = 0)")
-    passed = age <= limit
-    return dg.AssetCheckResult(passed=passed, metadata=metadata, description=(
+        return verdict(name, settings, passed=True, metadata=metadata,
+                       description="periodic checkpoints are disabled (checkpoint_interval = 0)")
+    return verdict(name, settings, passed=age <= limit, metadata=metadata, description=(
         f"checkpoint {info.checkpoint_id} is {age:.0f} s old; stale after {limit:.0f} s "
         f"({settings.checkpoint_stale_factor:g} x interval {interval:g} s)"))
 
 
-def check_backlog(spec: ChannelSpec, settings: OrchestrationSettings) -> dg.AssetCheckResult:
+def backlog_below_capacity(spec: ChannelSpec, settings: OrchestrationSettings) -> Verdict:
     """Queued events (in-flight takes and spilled puts included) stay below a fraction of capacity."""
-    try:
-        info = read_checkpoint_meta(spec.checkpoint_dir)
-    except CheckpointInvalid as err:
-        return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.WARN,
-                                   description=f"checkpoint unreadable: {err}", metadata={"problem": str(err)})
+    name = "backlog_below_capacity"
+    info = read_state(name, spec, settings, read_checkpoint_meta)
+    if isinstance(info, Verdict):
+        return info
     if info is None:
-        return dg.AssetCheckResult(passed=True, description="no checkpoint yet", severity=dg.AssetCheckSeverity.WARN)
+        return verdict(name, settings, passed=True, description="no checkpoint yet")
     used = info.queue_size + info.inflight_puts
     capacity = info.capacity or spec.capacity
     fill = used / capacity
-    passed = fill < settings.backlog_warn_fraction
-    return dg.AssetCheckResult(
-        passed=passed, severity=dg.AssetCheckSeverity.WARN,
+    return verdict(
+        name, settings, passed=fill < settings.backlog_warn_fraction,
         description=f"{used} of {capacity} slots in use ({fill:.1%}; warn at {settings.backlog_warn_fraction:.0%})",
         metadata={"queued": info.queue_size, "inflight_puts": info.inflight_puts, "capacity": capacity,
                   "fill_fraction": round(fill, 4), "warn_fraction": settings.backlog_warn_fraction,

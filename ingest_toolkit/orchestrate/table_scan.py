@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pyarrow.parquet as pq
 
-from ingest_toolkit.land.storage import Location
+from ..land.storage import Location
 
 __all__ = ["TableScan", "scan_event_ids"]
 

@@ -18,17 +18,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import dagster as dg
 import numpy as np
 
-from ingest_toolkit.channel import format as fmt
-from ingest_toolkit.channel.checkpoint import Checkpoint, CheckpointInvalid, read_checkpoint_meta
-from ingest_toolkit.channel.tools.common import ChannelDirs, segments_of
+from ..channel import format as fmt
+from ..channel.checkpoint import Checkpoint, read_checkpoint_meta
+from ..channel.tools.common import ChannelDirs, segments_of
+from .channel_checks import LiveCheckpoint, load_live_checkpoint, read_state
+from .settings import ChannelSpec, OrchestrationSettings
+from .verdict import TextValue, Verdict, verdict
 
-from ..settings import ChannelSpec
-from .channel_checks import load_live_checkpoint
+__all__ = ["Need", "needed_segments", "referenced_logs_intact"]
 
-__all__ = ["Need", "check_referenced_logs", "needed_segments"]
+_CHECK = "referenced_logs_intact"
 
 _ATTEMPTS = 5
 _OFFSET_MASK = 0xFFFFFFFF
@@ -96,41 +97,39 @@ def _damage(needs: Iterable[Need], spec: ChannelSpec) -> dict[str, tuple[Need, s
     return found
 
 
-def check_referenced_logs(spec: ChannelSpec) -> dg.AssetCheckResult:
+def referenced_logs_intact(spec: ChannelSpec, settings: OrchestrationSettings) -> Verdict:
     """Every segment that queued or in-flight events (or the writer position) need is present
     and long enough. A finding is judged again against a newer checkpoint if one was written
     meanwhile (it may have released the segment, which is then deleted legitimately)."""
     for attempt in range(1, _ATTEMPTS + 1):
-        try:
-            live = load_live_checkpoint(spec.checkpoint_dir)
-        except CheckpointInvalid as err:
-            return dg.AssetCheckResult(passed=False, description=f"checkpoint unreadable: {err}",
-                                       metadata={"problem": str(err)})
+        live = read_state(_CHECK, spec, settings, load_live_checkpoint)
+        if isinstance(live, Verdict):
+            return live
         if live is None:
-            return dg.AssetCheckResult(passed=True, description="no checkpoint yet: nothing is referenced")
+            return verdict(_CHECK, settings, passed=True, description="no checkpoint yet: nothing is referenced")
         needs = needed_segments(live.checkpoint)
         damage = _damage(needs.values(), spec)
         current = read_checkpoint_meta(spec.checkpoint_dir)
         if not damage or current is None or current.checkpoint_id == live.checkpoint.meta.checkpoint_id:
-            return _result(live.checkpoint, needs, damage, attempt)
+            return _result(settings, live.checkpoint, needs, damage, attempt)
         time.sleep(0.05 * attempt)
-    assert live is not None
-    return _result(live.checkpoint, needs, damage, _ATTEMPTS)  # the channel checkpoints faster than we read
+    assert isinstance(live, LiveCheckpoint)
+    return _result(settings, live.checkpoint, needs, damage, _ATTEMPTS)  # the channel checkpoints faster than we read
 
 
-def _result(checkpoint: Checkpoint, needs: dict[int, Need], damage: dict[str, tuple[Need, str]],
-            attempts: int) -> dg.AssetCheckResult:
+def _result(settings: OrchestrationSettings, checkpoint: Checkpoint, needs: dict[int, Need],
+            damage: dict[str, tuple[Need, str]], attempts: int) -> Verdict:
     lost = sum(need.events for need, _problem in damage.values())
-    metadata: dict[str, Any] = {"checkpoint_id": dg.MetadataValue.text(str(checkpoint.meta.checkpoint_id)),
+    metadata: dict[str, Any] = {"checkpoint_id": TextValue(checkpoint.meta.checkpoint_id),
                 "segments_needed": sorted(f"log-{i}" for i in needs),
                 "events_referenced": sum(n.events for n in needs.values()),
                 "damaged": {path: problem for path, (_need, problem) in damage.items()},
                 "events_in_damaged_segments": lost, "read_attempts": attempts}
     if not damage:
-        return dg.AssetCheckResult(passed=True, metadata=metadata, description=(
+        return verdict(_CHECK, settings, passed=True, metadata=metadata, description=(
             f"all {len(needs)} segments the checkpoint needs are on disk, whole"))
     found = "; ".join(f"{os.path.basename(path)} {problem} ({need.events:,} queued or in-flight events point "
                       "into it)" for path, (need, problem) in sorted(damage.items()))
-    return dg.AssetCheckResult(passed=False, metadata=metadata, description=(
+    return verdict(_CHECK, settings, passed=False, metadata=metadata, description=(
         f"{found}. Those events are lost unless the file is restored, and the channel cannot be opened again "
         "(recovery refuses it): see the runbook"))

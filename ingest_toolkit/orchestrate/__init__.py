@@ -1,0 +1,64 @@
+"""What an orchestrator runs, without the orchestrator: landing, curation, the sensor's decision, checks.
+
+Dagster (``dagster_defs``) and any other orchestrator adapt these functions; none of them holds
+pipeline logic of its own, so a fix lands in every one at once. Nothing here imports an
+orchestrator, and pyspark is imported only inside the functions that start or use a session.
+
+* :mod:`.settings`: the channels to orchestrate (:class:`ChannelSpec`) and the thresholds
+  (:class:`OrchestrationSettings`, the ``[dagster]`` table);
+* :mod:`.landing`: a landing run of one channel (:func:`land`) and its summary;
+* :mod:`.curation`: one curated partition built from the landed hours (:func:`build_curated_partition`);
+* :mod:`.backlog`: when to land (:func:`evaluate_landing`, :func:`decide`) and when to drain;
+* the checks, each returning a :class:`Verdict` (passed, severity, description, metadata,
+  runbook link): :mod:`.channel_checks`, :mod:`.log_presence` (channel health) and
+  :mod:`.data_checks` (reconciliation, duplicate event ids); :data:`CHECKS` lists them with the
+  severity and description docs/runbook.md gives each.
+"""
+
+from __future__ import annotations
+
+from .backlog import (
+    ChannelState,
+    Decision,
+    DrainDecision,
+    LandingTick,
+    PreviousRun,
+    RunOutcome,
+    SensorCursor,
+    decide,
+    drain_decision,
+    evaluate_landing,
+)
+from .channel_checks import (
+    backlog_below_capacity,
+    checkpoint_fresh,
+    drained_logs_deleted,
+    missing_directory,
+    refcounts_match_recount,
+)
+from .curation import CuratedResult, build_curated_partition, hour_of_landed_dir
+from .data_checks import curated_no_duplicate_event_ids, landed_no_duplicate_event_ids, landed_reconciles
+from .landing import agent_status, agent_token, channel_route, land, landing_lines, landing_metadata
+from .log_presence import referenced_logs_intact
+from .settings import ChannelSpec, OrchestrationSettings, load_channel_specs, load_orchestration_settings
+from .verdict import (
+    CHECKS,
+    SEVERITIES,
+    CheckInfo,
+    PathValue,
+    Severity,
+    TextValue,
+    UrlValue,
+    Verdict,
+    check_description,
+    runbook_ref,
+)
+
+__all__ = ["CHECKS", "SEVERITIES", "ChannelSpec", "ChannelState", "CheckInfo", "CuratedResult", "Decision",
+           "DrainDecision", "LandingTick", "OrchestrationSettings", "PathValue", "PreviousRun", "RunOutcome",
+           "SensorCursor", "Severity", "TextValue", "UrlValue", "Verdict", "agent_status", "agent_token",
+           "backlog_below_capacity", "build_curated_partition", "channel_route", "check_description",
+           "checkpoint_fresh", "curated_no_duplicate_event_ids", "decide", "drain_decision", "drained_logs_deleted",
+           "evaluate_landing", "hour_of_landed_dir", "land", "landed_no_duplicate_event_ids", "landed_reconciles",
+           "landing_lines", "landing_metadata", "load_channel_specs", "load_orchestration_settings",
+           "missing_directory", "referenced_logs_intact", "refcounts_match_recount", "runbook_ref"]

@@ -1,0 +1,132 @@
+"""What a check concludes, as plain values any orchestrator can show: :class:`Verdict`.
+
+Every check of :mod:`ingest_toolkit.orchestrate` returns a verdict: passed or not, the severity
+docs/runbook.md gives the check (``## <check> (<asset>, ERROR|WARN)``; a test holds the two
+together), a one-line description, the numbers it judged on, and a link to the check's runbook
+section (``docs/runbook.md#<check>``), so on-call goes from a red check to what it means and what
+to do in one click. The link is ``runbook_url`` plus the anchor when that is set (the runbook on
+the team's git server or wiki), else the path of the runbook beside this package.
+
+Metadata values are plain (numbers, strings, lists, dicts). Three ``str`` subclasses say how a
+value is best shown, for adapters whose UI distinguishes them: :class:`TextValue` (a number that
+does not change from run to run: shown, not plotted), :class:`PathValue` and :class:`UrlValue`.
+They serialize as the strings they are.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .settings import OrchestrationSettings
+
+__all__ = ["CHECKS", "SEVERITIES", "CheckInfo", "PathValue", "Severity", "TextValue", "UrlValue", "Verdict",
+           "check_description", "runbook_ref", "runbook_value", "verdict"]
+
+
+class Severity(enum.StrEnum):
+    """How bad a failed check is: ERROR (data at risk or the pipeline stopped) or WARN."""
+
+    ERROR = "ERROR"
+    WARN = "WARN"
+
+
+class TextValue(str):
+    """A value shown as text (a constant count that a UI should not plot)."""
+
+    __slots__ = ()
+
+
+class PathValue(str):
+    """A file or table location (a local path or a Hadoop URI)."""
+
+    __slots__ = ()
+
+
+class UrlValue(str):
+    """A link a UI can follow."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One evaluation of a check. ``metadata`` holds the numbers judged on and ``runbook``."""
+
+    check: str
+    passed: bool
+    severity: Severity
+    description: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def runbook(self) -> str:
+        """Where the check's runbook section is (a URL or a path with ``#<check>``)."""
+        return str(self.metadata.get("runbook", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class CheckInfo:
+    """A check as the runbook defines it: what it judges (``channel``, ``landed`` or ``curated``),
+    its severity and what it asserts."""
+
+    name: str
+    target: str
+    severity: Severity
+    description: str
+
+
+def _info(name: str, target: str, severity: Severity, description: str) -> tuple[str, CheckInfo]:
+    return name, CheckInfo(name, target, severity, description)
+
+
+CHECKS: dict[str, CheckInfo] = dict([
+    _info("refcounts_match_recount", "channel", Severity.ERROR,
+          "log_refcounts in checkpoint.meta equal a recount of that checkpoint's queue and open takes (read without "
+          "the lock)."),
+    _info("referenced_logs_intact", "channel", Severity.ERROR,
+          "Every log segment that queued events, open takes or the write position need is on disk and long enough "
+          "(a missing or truncated one loses events and stops restarts)."),
+    _info("drained_logs_deleted", "channel", Severity.ERROR,
+          "No log segment below the deletion floor outlives its checkpoint by more than the grace."),
+    _info("checkpoint_fresh", "channel", Severity.ERROR,
+          "checkpoint.meta is younger than checkpoint_stale_factor x checkpoint_interval; fails when the landing "
+          "takes through an agent and no process owns the channel."),
+    _info("backlog_below_capacity", "channel", Severity.WARN,
+          "Queued events stay below backlog_warn_fraction of capacity (warning)."),
+    _info("landed_reconciles", "landed", Severity.ERROR,
+          "Events in the landing manifests == rows in the landed table (== takes committed by the channel when the "
+          "landing is its only taker)."),
+    _info("landed_no_duplicate_event_ids", "landed", Severity.ERROR, "Every event_id occurs once in the landed table."),
+    _info("curated_no_duplicate_event_ids", "curated", Severity.ERROR,
+          "Every event_id occurs once in the curated partitions."),
+])
+SEVERITIES: dict[str, Severity] = {name: info.severity for name, info in CHECKS.items()}
+_LOCAL_RUNBOOK = Path(__file__).resolve().parents[2] / "docs" / "runbook.md"
+
+
+def runbook_ref(check: str, settings: OrchestrationSettings) -> str:
+    """Where the section of ``check`` is: ``<runbook_url>#<check>``, or the local runbook's path."""
+    base = settings.runbook_url or (str(_LOCAL_RUNBOOK) if _LOCAL_RUNBOOK.exists() else "docs/runbook.md")
+    return f"{base}#{check}"
+
+
+def runbook_value(check: str, settings: OrchestrationSettings) -> UrlValue | PathValue:
+    """A link to follow when the runbook is served (``runbook_url``), else a path to copy."""
+    ref = runbook_ref(check, settings)
+    return UrlValue(ref) if settings.runbook_url else PathValue(ref)
+
+
+def check_description(check: str, settings: OrchestrationSettings) -> str:
+    """What the check asserts and where its runbook section is (the description a UI lists)."""
+    return f"{CHECKS[check].description} Runbook: {runbook_ref(check, settings)}"
+
+
+def verdict(check: str, settings: OrchestrationSettings, *, passed: bool, description: str,
+            metadata: dict[str, Any] | None = None) -> Verdict:
+    """A verdict of ``check`` with the runbook's severity and the link to its section."""
+    return Verdict(check, passed, SEVERITIES[check], description,
+                   {**(metadata or {}), "runbook": runbook_value(check, settings)})
