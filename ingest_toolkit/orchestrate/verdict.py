@@ -108,9 +108,20 @@ SEVERITIES: dict[str, Severity] = {name: info.severity for name, info in CHECKS.
 _LOCAL_RUNBOOK = Path(__file__).resolve().parents[2] / "docs" / "runbook.md"
 
 
+def _local_runbook() -> str:
+    """The runbook beside this code, relative to the working directory when it lies below it
+    (the code location runs from the project's root: ``docs/runbook.md``)."""
+    if not _LOCAL_RUNBOOK.exists():
+        return "docs/runbook.md"
+    try:
+        return str(_LOCAL_RUNBOOK.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(_LOCAL_RUNBOOK)
+
+
 def runbook_ref(check: str, settings: OrchestrationSettings) -> str:
     """Where the section of ``check`` is: ``<runbook_url>#<check>``, or the local runbook's path."""
-    base = settings.runbook_url or (str(_LOCAL_RUNBOOK) if _LOCAL_RUNBOOK.exists() else "docs/runbook.md")
+    base = settings.runbook_url or _local_runbook()
     return f"{base}#{check}"
 
 

@@ -8,6 +8,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from ingest_toolkit.channel.checkpoint import CHECKPOINT_META, decode_meta, encode_meta
 from ingest_toolkit.channel.tools.common import lock_state
 from ingest_toolkit.orchestrate.channel_checks import (
@@ -280,3 +282,15 @@ def test_verdicts_are_plain_values(tmp_path: Path) -> None:
         assert verdict.passed, (check.__name__, verdict.description)
         assert verdict.severity == (Severity.WARN if check is backlog_below_capacity else Severity.ERROR)
         assert json.loads(json.dumps(verdict.metadata))["runbook"] == verdict.runbook
+
+
+def test_the_runbook_link_is_relative_to_the_project_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The UI showed the runbook's absolute path on the machine that ran the code location; from
+    the project's root (where the code location runs) it is docs/runbook.md, elsewhere the full path."""
+    from ingest_toolkit.orchestrate.verdict import _LOCAL_RUNBOOK, runbook_ref
+
+    setup = make_setup(tmp_path)
+    monkeypatch.chdir(_LOCAL_RUNBOOK.parents[1])
+    assert runbook_ref("checkpoint_fresh", setup.settings) == "docs/runbook.md#checkpoint_fresh"
+    monkeypatch.chdir(tmp_path)
+    assert runbook_ref("checkpoint_fresh", setup.settings) == f"{_LOCAL_RUNBOOK}#checkpoint_fresh"
