@@ -177,17 +177,20 @@ def round_grpc(agent: Agent, w: Work, out: dict[str, float], tag: str) -> None:
 
 def _grpc_take(client: AgentClient, w: Work) -> None:
     got = 0
-    take_columns = getattr(client, "take_batches", None)
-    if take_columns is not None:  # one stream for all the takes
-        for cols in take_columns("bench", w.batch, stop_when_empty=True):
-            got += len(cols)
+    take = client.open_take("bench", w.batch)
+    if hasattr(take, "commit_and_take"):  # one stream, one round trip per batch
+        while len(take.columns):
+            got += len(take.columns)
+            take = take.commit_and_take(w.batch)
+        take.commit()
     else:
         while True:
-            with client.open_take("bench", w.batch) as take:
+            with take:
                 k = len(take.columns)
             if not k:
                 break
             got += k
+            take = client.open_take("bench", w.batch)
     assert got == w.n, got
 
 
