@@ -66,8 +66,12 @@ def channel_settings(root: Path) -> dict[str, Any]:
 
 # -- the agent (child process) -----------------------------------------------------------
 def serve(root: Path) -> None:
+    """The agent's gRPC endpoint over one channel, with the agent process's GC settings."""
+    from ingest_toolkit.collect.cli import tune_gc_for_service
+
     channels = {"bench": FileChannel(**channel_settings(root))}
     server = start_server(AgentService(channels, channel_put_handler(channels)))
+    tune_gc_for_service()
     print(server.port, flush=True)
     sys.stdin.read()
     server.stop(1)
