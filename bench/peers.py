@@ -96,7 +96,7 @@ class Work:
 class Meter:
     """Wall time and CPU time of this process and of the server processes."""
 
-    def __init__(self, servers: Callable[[], list[psutil.Process]] = list) -> None:
+    def __init__(self, servers: Callable[[], list[psutil.Process]] = lambda: []) -> None:
         self._servers = servers
 
     def _cpu(self) -> tuple[float, float]:
@@ -165,11 +165,15 @@ class Agent:
 def round_grpc(agent: Agent, w: Work, out: dict[str, float], tag: str) -> None:
     client = AgentClient(f"127.0.0.1:{agent.port}")
     m = Meter(lambda: [agent.proc])
-    take_all = lambda: _grpc_take(client, w)  # noqa: E731
-    if hasattr(client, "put_columns"):
+
+    def take_all() -> None:
+        _grpc_take(client, w)
+
+    put_columns = getattr(client, "put_columns", None)  # None: a client before the columnar put
+    if put_columns is not None:
         with m.measure(w.n, out, f"grpc put{tag}"):
             for cols in w.columns:
-                client.put_columns(cols, channel="bench")
+                put_columns(cols, channel="bench")
         with m.measure(w.n, out, f"grpc take{tag}"):
             take_all()
     with m.measure(w.n, out, f"grpc put(Event){tag}"):
@@ -183,10 +187,10 @@ def round_grpc(agent: Agent, w: Work, out: dict[str, float], tag: str) -> None:
 def _grpc_take(client: AgentClient, w: Work) -> None:
     got = 0
     take = client.open_take("bench", w.batch)
-    if hasattr(take, "commit_and_take"):  # one stream, one round trip per batch
+    if getattr(take, "commit_and_take", None) is not None:  # one stream, one round trip per batch
         while len(take.columns):
             got += len(take.columns)
-            take = take.commit_and_take(w.batch)
+            take = getattr(take, "commit_and_take")(w.batch)  # noqa: B009
         take.commit()
     else:
         while True:
@@ -225,6 +229,7 @@ class Postgres:
                     break
                 except KeyError:
                     continue
+            assert user is not None, "no postgres or nobody user to run PostgreSQL as"
             self.data.mkdir()
             shutil.chown(self.data, user)
             shutil.chown(root, user)
@@ -333,15 +338,15 @@ class Redis:
 
 def round_redis(rd: Redis, w: Work, out: dict[str, float], tag: str) -> None:
     rd.rounds += 1
-    r, stream, group = rd.r, f"events{rd.rounds}", "landing"
+    r: Any = rd.r
+    stream, group = f"events{rd.rounds}", "landing"
     r.xgroup_create(stream, group, id="0", mkstream=True)
     m = Meter(rd.processes)
     with m.measure(w.n, out, f"redis put{tag}"):
         for batch in w.columns:
             pipe = r.pipeline(transaction=True)
-            fields = {"b": batch.bodies[0], **HEADERS} if w.headers else None
             for body in batch.bodies:
-                pipe.xadd(stream, {"b": body, **HEADERS} if fields else {"b": body})
+                pipe.xadd(stream, {"b": body, **HEADERS} if w.headers else {"b": body})
             pipe.execute()
     with m.measure(w.n, out, f"redis take{tag}"):
         got = 0

@@ -275,6 +275,15 @@ def _columns(bodies: list[bytes], keys: list[str], values: list[str]) -> EventCo
     return EventColumns(bodies, [0] * n, [len(keys)] * n, keys * n, values * n)
 
 
+def _streams(files: tuple[Path, ...]) -> Iterator[IO[bytes]]:
+    if not files:
+        yield sys.stdin.buffer
+        return
+    for path in files:
+        with path.open("rb") as f:
+            yield f
+
+
 class _Sender:
     """Puts batches with ids ``<prefix>-<n>``; a transient failure retries the same id (safe)."""
 

@@ -150,6 +150,7 @@ class AgentService(pb_grpc.AgentServicer):
                         following.abandon()
                         return
                     yield pb.TxnResponse(begun=pb.Begun(channel_id=channel_id, lease_seconds=following.lease_seconds))
+                    assert isinstance(request, pb.TxnRequest)  # _take_next returned None for a refusal
                     yield from self._serve(following, pb.TxnRequest(take=pb.Take(max_events=request.commit.take_next)))
         except grpc.RpcError:
             remote = current[0]

@@ -60,9 +60,10 @@ def fill_put_columns(batch: pb.EventBatch, columns: EventColumns) -> pb.EventBat
         n = len(columns.bodies)
         if (len(columns.header_counts) != n or len(columns.header_values) != len(columns.header_keys)
                 or sum(columns.header_counts) != len(columns.header_keys)):
-            raise InvalidRequestError(f"columns: {len(columns.header_counts)} header counts for {n} bodies adding up to "
-                             f"{sum(columns.header_counts)}, {len(columns.header_keys)} keys and "
-                             f"{len(columns.header_values)} values; give one count per body, one value per key")
+            raise InvalidRequestError(
+                f"columns: {len(columns.header_counts)} header counts for {n} bodies adding up to "
+                f"{sum(columns.header_counts)}, {len(columns.header_keys)} keys and "
+                f"{len(columns.header_values)} values; give one count per body, one value per key")
         batch.header_counts.extend(columns.header_counts)
         batch.header_keys.extend(columns.header_keys)
         batch.header_values.extend(columns.header_values)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from ingest_toolkit.channel import EventColumns, TxnState
+from ingest_toolkit.cli import main
 from ingest_toolkit.rpc import InvalidRequestError
 from ingest_toolkit.rpc.service import AgentService
 from tests.rpc.conftest import Agent, StartAgent
@@ -96,3 +99,19 @@ def test_commit_and_take_falls_back_to_a_new_stream_on_an_agent_without_take_nex
     assert second._txn._stream is not first._txn._stream
     second.commit()
     assert len(agent.channels["events"]) == 0
+
+
+def test_send_puts_lines_as_columns_with_headers_batches_and_ids(agent: Agent, tmp_path: Path) -> None:
+    lines = tmp_path / "lines.txt"
+    lines.write_bytes(b"a\nb\r\nc\nlast-without-newline")
+    args = ["send", str(lines), "--agent", agent.server.address, "--channel", "events", "--batch-size", "3",
+            "--header", "host=web-1", "--header", "env=prod", "--batch-id", "f1", "--retries", "0"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "sent 4 events in 2 batches: 4 accepted" in result.output
+    again = CliRunner().invoke(main, args)  # the same batch ids: nothing stored twice
+    assert "2 duplicate batches (4 events already stored)" in again.output, again.output
+    with agent.client().open_take("events", 100) as take:
+        events = take.events
+    assert [e.body for e in events] == [b"a", b"b", b"c", b"last-without-newline"]
+    assert all(e.headers == {"host": "web-1", "env": "prod"} for e in events)
