@@ -114,6 +114,12 @@ def column_chunks(columns: EventColumns, chunk_bytes: int = CHUNK_BYTES) -> Iter
     if n == 0:
         return
     keys, values = columns.header_keys, columns.header_values
+    # the common case, a take well below chunk_bytes: one chunk, no running sizes (a bound of the
+    # sum below costs one pass over the lengths, the bisection several lists of n entries)
+    if (sum(map(len, columns.bodies)) + 16 * n + sum(map(len, keys)) + sum(map(len, values)) + 4 * len(keys)
+            <= chunk_bytes):
+        yield columns
+        return
     offsets = list(accumulate(columns.header_counts, initial=0))
     size = list(accumulate(map(len, columns.bodies), initial=0))  # running body bytes
     if keys:
