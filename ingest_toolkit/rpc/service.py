@@ -172,7 +172,12 @@ class AgentService(pb_grpc.AgentServicer):
         channel = self._channels.get(ended.channel)
         if channel is None:
             return None
-        following = RemoteTxn(channel.transaction(), channel=ended.channel, lease_seconds=ended.lease_seconds,
+        try:
+            tx = channel.transaction()
+        except IngestError as err:  # e.g. the channel closed meanwhile: the client opens a new take
+            log.info("no next take on %s for %s after its commit: %s", ended.channel, ended.peer, err)
+            return None
+        following = RemoteTxn(tx, channel=ended.channel, lease_seconds=ended.lease_seconds,
                               peer=ended.peer, cancel=context.cancel)
         self.leases.remove(ended)
         if not self.leases.add(following, limit=self.max_open_transactions):
