@@ -28,7 +28,7 @@ from .errors import RequestTooLargeError, from_rpc_error
 from .proto import agent_pb2 as pb
 from .proto import agent_pb2_grpc as pb_grpc
 from .remote_txn import RemoteTransaction, TxnStream
-from .server import DEFAULT_MAX_MESSAGE_BYTES
+from .server import DEFAULT_MAX_MESSAGE_BYTES, HTTP2_WINDOW_OPTIONS
 from .wire import body_bytes, fill_batch, fill_put_columns
 
 __all__ = ["AgentClient", "PutAck", "RemoteSource", "RemoteTake"]
@@ -125,7 +125,8 @@ class AgentClient:
         options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", -1),
                                           ("grpc.max_send_message_length", -1),
                                           # pings find a vanished agent under an idle open transaction
-                                          ("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 10_000)]
+                                          ("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 10_000),
+                                          *HTTP2_WINDOW_OPTIONS]
         if tls_server_name:
             options.append(("grpc.ssl_target_name_override", tls_server_name))
         if tls_ca is not None or tls_cert is not None or tls_key is not None:
