@@ -22,7 +22,7 @@ from typing import IO, Any
 
 import click
 
-from ..channel import Event
+from ..channel import EventColumns
 from ..cli_common import verbose_option
 from ..errors import ConfigError, IngestError, TransientError
 from ..settings import invalid_settings
@@ -256,16 +256,23 @@ def _headers(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def _batches(files: tuple[Path, ...], size: int, headers: dict[str, str]) -> Iterator[list[Event]]:
-    batch: list[Event] = []
+def _batches(files: tuple[Path, ...], size: int, headers: dict[str, str]) -> Iterator[EventColumns]:
+    """Batches of lines as :class:`EventColumns` (no Event per line): every event carries ``headers``."""
+    keys, values = list(headers), list(headers.values())
+    bodies: list[bytes] = []
     for stream in _streams(files):
         for line in stream:
-            batch.append(Event(line.rstrip(b"\r\n") if line.endswith(b"\n") else line, dict(headers)))
-            if len(batch) >= size:
-                yield batch
-                batch = []
-    if batch:
-        yield batch
+            bodies.append(line.rstrip(b"\r\n") if line.endswith(b"\n") else line)
+            if len(bodies) >= size:
+                yield _columns(bodies, keys, values)
+                bodies = []
+    if bodies:
+        yield _columns(bodies, keys, values)
+
+
+def _columns(bodies: list[bytes], keys: list[str], values: list[str]) -> EventColumns:
+    n = len(bodies)
+    return EventColumns(bodies, [0] * n, [len(keys)] * n, keys * n, values * n)
 
 
 def _streams(files: tuple[Path, ...]) -> Iterator[IO[bytes]]:
@@ -292,7 +299,7 @@ class _Sender:
         self._client = self._connect(self.address)
         self.counts = {"batches": 0, "events": 0, "accepted": 0, "duplicate_batches": 0, "duplicate_events": 0}
 
-    def send(self, batch: list[Event]) -> None:
+    def send(self, batch: EventColumns) -> None:
         batch_id = f"{self.prefix}-{self.counts['batches']}"
         ack = self._put(batch, batch_id)
         self.counts["batches"] += 1
@@ -303,10 +310,10 @@ class _Sender:
         else:
             self.counts["accepted"] += ack.accepted
 
-    def _put(self, batch: list[Event], batch_id: str) -> Any:
+    def _put(self, batch: EventColumns, batch_id: str) -> Any:
         for attempt in range(self._retries + 1):
             try:
-                return self._client.put(batch, channel=self._channel, batch_id=batch_id)
+                return self._client.put_columns(batch, channel=self._channel, batch_id=batch_id)
             except TransientError as err:
                 if attempt == self._retries:
                     raise

@@ -13,13 +13,14 @@ channel handles a remote one the same way.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
 from ..channel import Event, EventColumns, TxnState
+from ..errors import TransactionError
 from ..handoff import take_within_capacity
 from ..security import CLIENT_TLS_NAMES, PathArg, load_client_tls
 from .adapter import RemoteChannel
@@ -27,8 +28,8 @@ from .errors import RequestTooLargeError, from_rpc_error
 from .proto import agent_pb2 as pb
 from .proto import agent_pb2_grpc as pb_grpc
 from .remote_txn import RemoteTransaction, TxnStream
-from .server import DEFAULT_MAX_MESSAGE_BYTES
-from .wire import body_bytes, fill_batch
+from .server import DEFAULT_MAX_MESSAGE_BYTES, HTTP2_WINDOW_OPTIONS
+from .wire import body_bytes, fill_batch, fill_put_columns
 
 __all__ = ["AgentClient", "PutAck", "RemoteSource", "RemoteTake"]
 
@@ -53,8 +54,9 @@ class RemoteTake:
     ran out raises :class:`~.errors.LeaseExpiredError`.
     """
 
-    def __init__(self, txn: RemoteTransaction, columns: EventColumns) -> None:
-        self._txn, self.columns = txn, columns
+    def __init__(self, txn: RemoteTransaction, columns: EventColumns,
+                 reopen: Callable[[int], RemoteTake] | None = None) -> None:
+        self._txn, self.columns, self._reopen = txn, columns, reopen
         self.channel_id: bytes = txn.channel_id
         self._events: list[Event] | None = None
 
@@ -77,6 +79,18 @@ class RemoteTake:
 
     def rollback(self) -> None:
         self._txn.rollback()
+
+    def commit_and_take(self, max_events: int) -> RemoteTake:
+        """Commit this take, then take up to ``max_events`` more as a new take: on the same stream
+        in the same round trip when the agent supports it (``End.take_next``), else with a new
+        :meth:`AgentClient.open_take`. The commit is durable once the next take is returned; an
+        error of the commit raises as :meth:`commit` does (and nothing more is taken)."""
+        following = self._txn.commit_and_take(max_events)
+        if following is not None:
+            return RemoteTake(following[0], following[1], self._reopen)
+        if self._reopen is None:
+            raise TransactionError("this take cannot open another one; use AgentClient.open_take")
+        return self._reopen(max_events)
 
     def extend(self, lease_seconds: float = 0.0) -> float:
         """Renew the lease from now (``0``: the current length); returns the lease granted."""
@@ -111,7 +125,8 @@ class AgentClient:
         options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", -1),
                                           ("grpc.max_send_message_length", -1),
                                           # pings find a vanished agent under an idle open transaction
-                                          ("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 10_000)]
+                                          ("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 10_000),
+                                          *HTTP2_WINDOW_OPTIONS]
         if tls_server_name:
             options.append(("grpc.ssl_target_name_override", tls_server_name))
         if tls_ca is not None or tls_cert is not None or tls_key is not None:
@@ -142,6 +157,23 @@ class AgentClient:
             raise from_rpc_error(err, what="put") from None
         return PutAck(ack.accepted, ack.duplicate, tuple(ack.channels))
 
+    def put_columns(self, columns: EventColumns, *, channel: str | None = None,
+                    batch_id: str | None = None) -> PutAck:
+        """:meth:`put` for events given as :class:`~ingest_toolkit.channel.EventColumns` (bodies and
+        header columns; ``seqs`` are not sent, the channel numbers events): no :class:`Event` per
+        event on this side, and the same message on the wire."""
+        request = pb.PutRequest(channel=channel or "", batch_id=batch_id or "")
+        fill_put_columns(request.events, columns)
+        if sum(map(len, columns.bodies)) + 2 * len(columns) >= self.max_message_bytes // 2:
+            size = request.ByteSize()
+            if size > self.max_message_bytes:
+                raise RequestTooLargeError(size=size, limit=self.max_message_bytes)
+        try:
+            ack = self._stub.Put(request, metadata=self._metadata, timeout=self.timeout)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err, what="put") from None
+        return PutAck(ack.accepted, ack.duplicate, tuple(ack.channels))
+
     # -- takes ----------------------------------------------------------------------------
     def open_take(self, channel: str, max_events: int, lease_seconds: float = 0.0) -> RemoteTake:
         """Take up to ``max_events`` from the head of ``channel`` in a new leased transaction.
@@ -155,7 +187,7 @@ class AgentClient:
         except BaseException:
             txn.discard()
             raise
-        return RemoteTake(txn, columns)
+        return RemoteTake(txn, columns, lambda n: self.open_take(channel, n, lease_seconds))
 
     def stream(self) -> TxnStream:
         """A new ``Transaction`` call (used by :class:`RemoteTransaction`)."""

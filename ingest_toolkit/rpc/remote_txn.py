@@ -61,15 +61,27 @@ class TxnStream:
             raise AgentUnavailableError(f"{what}: no answer from the agent within {self.timeout:g} s; the call "
                                         "was cancelled (the agent rolls an open transaction back)") from None
         if answer is None:
-            raise RemoteError(f"{what}: the agent ended the transaction stream unexpectedly")
+            self._answers.put(None)  # the end stays the end for later reads
+            raise _StreamEnded(f"{what}: the agent ended the transaction stream unexpectedly")
         if isinstance(answer, grpc.RpcError):
             raise from_rpc_error(answer, what=what)
         return answer
+
+    def recv_or_end(self, what: str) -> pb.TxnResponse | None:
+        """:meth:`recv`, but None when the agent ended the stream normally."""
+        try:
+            return self.recv(what)
+        except _StreamEnded:
+            return None
 
     def close(self) -> None:
         """Half-close, and cancel the call if the agent has not ended it (it then rolls back)."""
         self._requests.put(None)
         self._responses.cancel()
+
+
+class _StreamEnded(RemoteError):
+    """The agent ended the stream where an answer was expected."""
 
 
 def _pump(responses: Any, answers: queue.SimpleQueue[pb.TxnResponse | grpc.RpcError | None]) -> None:
@@ -125,6 +137,45 @@ class RemoteTransaction:
             self._check_usable()
             self._open(take=max_events)
             return self._receive_columns("take")
+
+    def commit_and_take(self, max_events: int) -> tuple[RemoteTransaction, EventColumns] | None:
+        """Commit (durable once this returns), then take up to ``max_events`` in a new transaction
+        on the same stream (``End.take_next``): one round trip, no new stream. None when the agent
+        did not begin one (an agent without the feature, or no free slot): the commit stands and
+        the caller opens a new take. The new transaction's events are held for this client."""
+        if max_events < 0:
+            raise ValueError("max_events must be >= 0")
+        with self._lock:
+            self._check_usable()
+            stream = self._stream
+            if stream is None:
+                self.state = TxnState.COMMITTED
+                return None
+            stream.send(pb.TxnRequest(commit=pb.End(take_next=max_events)))
+            response = self._answer("commit")
+            self.state = _STATES[response.ended.state]
+            if self.state is not TxnState.COMMITTED or not max_events:
+                stream.close()
+                return None
+            following = RemoteTransaction(self._connect, self.channel, self.lease_seconds, self._closed)
+            try:
+                begun = stream.recv_or_end(f"begin transaction on {self.channel}")
+            except IngestError:
+                stream.close()
+                return None
+            if begun is None or begun.WhichOneof("result") != "begun":
+                stream.close()
+                return None
+            self._stream = None  # the stream is the next transaction's now
+            following._stream, following.channel_id = stream, begun.begun.channel_id
+            following.lease_seconds = begun.begun.lease_seconds
+        try:
+            with following._lock:
+                columns = following._receive_columns("take")
+        except IngestError:
+            following.discard()
+            return None
+        return following, columns
 
     def extend(self, lease_seconds: float = 0.0) -> float:
         response = self._call(pb.TxnRequest(extend=pb.Extend(lease_seconds=lease_seconds)), "extend lease")

@@ -137,22 +137,58 @@ class AgentService(pb_grpc.AgentServicer):
                     context: grpc.ServicerContext) -> Iterator[pb.TxnResponse]:
         self._authorize(context, "Transaction")
         remote, channel_id, take = self._begin(requests, context)
-        context.add_callback(remote.abandon)  # runs however the call ends, on a gRPC thread
+        current = [remote]  # the stream's transaction: a commit with take_next replaces it
+        context.add_callback(lambda: current[0].abandon())  # runs however the call ends, on a gRPC thread
         try:
             yield pb.TxnResponse(begun=pb.Begun(channel_id=channel_id, lease_seconds=remote.lease_seconds))
             if take:
                 yield from self._serve(remote, pb.TxnRequest(take=pb.Take(max_events=take)))
             for request in requests:
-                yield from self._serve(remote, request)
-                if remote.tx.state is not TxnState.OPEN:
-                    return
+                yield from self._serve(current[0], request)
+                if current[0].tx.state is not TxnState.OPEN:
+                    following = self._take_next(current[0], request, context)
+                    if following is None:
+                        return
+                    self.leases.remove(current[0])
+                    current[0] = following
+                    if not context.is_active():  # the call ended before the swap: its callback missed it
+                        following.abandon()
+                        return
+                    yield pb.TxnResponse(begun=pb.Begun(channel_id=channel_id, lease_seconds=following.lease_seconds))
+                    assert isinstance(request, pb.TxnRequest)  # _take_next returned None for a refusal
+                    yield from self._serve(following, pb.TxnRequest(take=pb.Take(max_events=request.commit.take_next)))
         except grpc.RpcError:
+            remote = current[0]
             log.info("client %s left remote transaction %s on %s; rolling back %d events", remote.peer,
                      remote.tx.txn_id, remote.channel, remote.tx.count,
                      extra=remote.log_fields(events=remote.tx.count, outcome="client left"))
         finally:
-            self.leases.remove(remote)
-            remote.abandon()
+            self.leases.remove(current[0])
+            current[0].abandon()
+
+    def _take_next(self, ended: RemoteTxn, request: pb.TxnRequest | InvalidRequestError,
+                   context: grpc.ServicerContext) -> RemoteTxn | None:
+        """The next take transaction a committed take asked for (``End.take_next``), or None: the
+        stream then ends as before. Opened on this thread, like the one before it."""
+        if (isinstance(request, InvalidRequestError) or request.WhichOneof("op") != "commit"
+                or not request.commit.take_next or ended.tx.state is not TxnState.COMMITTED
+                or ended.tx.kind is TxnKind.PUT):
+            return None
+        channel = self._channels.get(ended.channel)
+        if channel is None:
+            return None
+        try:
+            tx = channel.transaction()
+        except IngestError as err:  # e.g. the channel closed meanwhile: the client opens a new take
+            log.info("no next take on %s for %s after its commit: %s", ended.channel, ended.peer, err)
+            return None
+        following = RemoteTxn(tx, channel=ended.channel, lease_seconds=ended.lease_seconds,
+                              peer=ended.peer, cancel=context.cancel)
+        self.leases.remove(ended)
+        if not self.leases.add(following, limit=self.max_open_transactions):
+            following.abandon()
+            return None
+        return following
 
     def _begin(self, requests: Iterator[pb.TxnRequest | InvalidRequestError],
                context: grpc.ServicerContext) -> tuple[RemoteTxn, bytes, int]:

@@ -17,7 +17,7 @@ from .errors import InvalidRequestError
 from .proto import agent_pb2 as pb
 
 __all__ = ["CHUNK_BYTES", "body_bytes", "column_chunks", "decode_batch", "decode_columns", "encode_batch",
-           "fill_batch", "fill_columns"]
+           "fill_batch", "fill_columns", "fill_put_columns"]
 
 CHUNK_BYTES = 1 << 20  # target size of one take chunk; a chunk always holds at least one event
 
@@ -46,6 +46,24 @@ def fill_columns(batch: pb.EventBatch, columns: EventColumns) -> pb.EventBatch:
     batch.bodies.extend(columns.bodies)
     batch.seqs.extend(columns.seqs)
     if columns.header_keys:
+        batch.header_counts.extend(columns.header_counts)
+        batch.header_keys.extend(columns.header_keys)
+        batch.header_values.extend(columns.header_values)
+    return batch
+
+
+def fill_put_columns(batch: pb.EventBatch, columns: EventColumns) -> pb.EventBatch:
+    """:func:`fill_columns` for a put: without the seqs (the channel assigns them). Header columns
+    that disagree raise InvalidRequestError here (the agent would refuse them), before anything is sent."""
+    batch.bodies.extend(columns.bodies)
+    if columns.header_keys:
+        n = len(columns.bodies)
+        if (len(columns.header_counts) != n or len(columns.header_values) != len(columns.header_keys)
+                or sum(columns.header_counts) != len(columns.header_keys)):
+            raise InvalidRequestError(
+                f"columns: {len(columns.header_counts)} header counts for {n} bodies adding up to "
+                f"{sum(columns.header_counts)}, {len(columns.header_keys)} keys and "
+                f"{len(columns.header_values)} values; give one count per body, one value per key")
         batch.header_counts.extend(columns.header_counts)
         batch.header_keys.extend(columns.header_keys)
         batch.header_values.extend(columns.header_values)
@@ -96,6 +114,12 @@ def column_chunks(columns: EventColumns, chunk_bytes: int = CHUNK_BYTES) -> Iter
     if n == 0:
         return
     keys, values = columns.header_keys, columns.header_values
+    # the common case, a take well below chunk_bytes: one chunk, no running sizes (a bound of the
+    # sum below costs one pass over the lengths, the bisection several lists of n entries)
+    if (sum(map(len, columns.bodies)) + 16 * n + sum(map(len, keys)) + sum(map(len, values)) + 4 * len(keys)
+            <= chunk_bytes):
+        yield columns
+        return
     offsets = list(accumulate(columns.header_counts, initial=0))
     size = list(accumulate(map(len, columns.bodies), initial=0))  # running body bytes
     if keys:

@@ -93,8 +93,10 @@ class Extend(_message.Message):
     def __init__(self, lease_seconds: _Optional[float] = ...) -> None: ...
 
 class End(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("take_next",)
+    TAKE_NEXT_FIELD_NUMBER: _ClassVar[int]
+    take_next: int
+    def __init__(self, take_next: _Optional[int] = ...) -> None: ...
 
 class TxnResponse(_message.Message):
     __slots__ = ("begun", "put", "chunk", "extended", "ended", "failure")
