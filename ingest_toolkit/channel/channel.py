@@ -22,7 +22,7 @@ import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import (
     ChannelClosedError,
@@ -35,7 +35,7 @@ from ..errors import (
 from . import format as fmt
 from .checkpoint import Snapshot
 from .checkpointer import Checkpointer, CheckpointResult
-from .codec import TXN_PUT, encode_rollback
+from .codec import TXN_PUT, EventColumns, encode_rollback
 from .config import ChannelConfig
 from .format import FrameType
 from .fs import FileSystem, OsFileSystem
@@ -44,8 +44,11 @@ from .reader import EventReader
 from .recovery import recover
 from .segment import SegmentWriter
 from .tags import TagRecord, check_tag
-from .transaction import Transaction, TxnKind, TxnState
-from .txnframes import commit_frame, count_logs, fit_frames, put_seq_range, take_chunks, take_frames
+from .transaction import Transaction, TxnKind, TxnState, take_chunks
+from .txnframes import commit_frame, count_logs, fit_frames, put_seq_range, take_frames
+
+if TYPE_CHECKING:
+    from .columnar import ArrowColumns
 
 __all__ = ["FileChannel"]
 
@@ -304,8 +307,8 @@ class FileChannel:
         for log_id in log_ids:
             self._reader.forget(log_id)
 
-    # -- used by Transaction --------------------------------------------------------------
-    def _reserve(self, n: int) -> int:
+    # -- the TransactionHost protocol: called by Transaction, not by users ------------------
+    def txn_reserve(self, n: int) -> int:
         """Take ``n`` capacity slots (waiting up to keep_alive) and ``n`` sequence numbers.
 
         Returns the first sequence number.
@@ -330,12 +333,18 @@ class FileChannel:
             self._seq += n
             return first
 
-    def _spill(self, tx: Transaction) -> None:
+    def txn_spill(self, tx: Transaction) -> None:
         with self._cond:
             self._check_usable()
             tx.spilled.extend(self._append(tx.frames))
             tx.frames.clear()
             tx.buffered_bytes = 0
+
+    def txn_take_columns(self, tx: Transaction, n: int) -> EventColumns:
+        return self._take(tx, n, self._reader.read_columns)
+
+    def txn_take_arrow(self, tx: Transaction, n: int) -> ArrowColumns:
+        return self._take(tx, n, self._reader.read_arrow)
 
     def _take(self, tx: Transaction, n: int, read: Callable[[list[int]], _Taken]) -> _Taken:
         """Pop up to ``n`` pointers into ``tx`` and ``read`` their events (a method of
@@ -365,7 +374,7 @@ class FileChannel:
                 raise LogReadError(path=getattr(err, "filename", None) or "log segment", cause=err) from err
             raise
 
-    def _commit(self, tx: Transaction) -> None:
+    def txn_commit(self, tx: Transaction) -> None:
         with self._cond:
             self._check_usable()
             if tx.count == 0:
@@ -378,7 +387,7 @@ class FileChannel:
                 pointers = self._append(frames)
                 tx.spilled.extend(pointers[:-1])
             else:
-                self._append(take_frames(tx, self.config.max_file_size), draining=True)
+                self._append(take_frames(tx.txn_id, tx.taken, self.config.max_file_size), draining=True)
             tx.appended = True
             self._write_gen += 1
             self._pending.append((self._write_gen, tx))
@@ -388,7 +397,7 @@ class FileChannel:
                 return
             self._wait_durable(self._write_gen)
 
-    def _rollback(self, tx: Transaction) -> None:
+    def txn_rollback(self, tx: Transaction) -> None:
         with self._cond:
             self._rollback_locked(tx)
 
