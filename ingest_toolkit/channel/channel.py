@@ -452,7 +452,7 @@ class FileChannel:
                 base = writer.append(b"".join(chunk), len(chunk), *put_seq_range(chunk))
             except OSError as err:
                 raise self._write_error(writer.directory, size, err) from err
-            log_base = writer.log_id << 32
+            log_base = fmt.make_pointer(writer.log_id, 0)  # | offset: make_pointer, one call per chunk
             offsets = itertools.accumulate(map(len, chunk), initial=base)
             pointers.extend([log_base | o for o in itertools.islice(offsets, len(chunk))])
             i = j

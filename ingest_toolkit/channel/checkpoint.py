@@ -27,6 +27,7 @@ from crc32c import crc32c
 from google.protobuf.message import DecodeError
 
 from ..errors import ChannelIdentityError, CheckpointInvalid
+from . import format as fmt
 from .fs import FileSystem, write_atomic
 from .proto import channel_pb2 as pb
 from .tags import TagRecord
@@ -252,7 +253,8 @@ def decode_meta(data: bytes, path: str = CHECKPOINT_META) -> pb.CheckpointMeta:
         raise CheckpointInvalid(path, "truncated: required fields are missing")
     if len(meta.channel_id) != 16:
         raise CheckpointInvalid(path, f"channel id of {len(meta.channel_id)} bytes, expected 16")
-    if meta.log_id >= 1 << 32 or meta.log_offset >= 1 << 32 or any(k >= 1 << 32 for k in meta.log_refcounts):
+    if (meta.log_id > fmt.MAX_LOG_ID or meta.log_offset >= fmt.MAX_SEGMENT_SIZE
+            or any(k > fmt.MAX_LOG_ID for k in meta.log_refcounts)):
         raise CheckpointInvalid(path, f"log position ({meta.log_id}, {meta.log_offset}) or a log id of its "
                                 "reference counts is beyond what pointers can hold (2^32)")
     return meta

@@ -152,7 +152,7 @@ def _marks(start: Checkpoint | None, result: ReplayResult) -> list[tuple[int, in
 def _head_segment_created(result: ReplayResult) -> int:
     if not len(result.queue):
         return time.time_ns()
-    head_log = result.queue.peek(1)[0] >> 32
+    head_log = fmt.pointer_log_id(result.queue.peek(1)[0])
     path = next(info.path for info in result.segments if info.log_id == head_log)
     with open(path, "rb") as f:
         return fmt.decode_segment_header(f.read(fmt.SEGMENT_HEADER_SIZE))[2]

@@ -156,7 +156,7 @@ class _State:
         while removed and len(queue) and queue.peek(1)[0] in removed:
             head = queue.popleft(1)[0]
             removed.discard(head)
-            self.refs[head >> 32] -= 1
+            self.refs[fmt.pointer_log_id(head)] -= 1
 
     def finish(self) -> PointerQueue:
         self.stats.txns_dropped = len(self.puts) + len(self.takes)
@@ -283,7 +283,7 @@ def _replay_segment(state: _State, log_id: int, path: str, *, newest: bool,
 def _apply_frames(state: _State, image, log_id: int, path: str, *, newest: bool,  # type: ignore[no-untyped-def]
                   results: list[ScanResult], start: int = 0) -> tuple[int, int, int]:
     """Apply one segment's frames; returns its (frame count, first PUT seq, last PUT seq)."""
-    log_base = log_id << 32
+    log_base = fmt.make_pointer(log_id, 0)  # | offset: make_pointer, without a call per frame
     puts, takes = state.puts, state.takes
     max_txn = state.max_txn
     frames = 0
@@ -347,7 +347,7 @@ def _check_sealed(path: str, scan: ScanResult, *, newest: bool) -> None:
 
 def _check_unique_ids(segments: list[tuple[int, str]]) -> None:
     for log_id, path in segments:
-        if log_id >= 1 << 32:  # an event pointer holds the log id in 32 bits
+        if log_id > fmt.MAX_LOG_ID:
             raise CorruptLogError(path=path, offset=0, reason=f"log id {log_id} is beyond 2^32: not a segment of "
                                                               "this channel; move the file away")
     for (a, first), (b, second) in zip(segments, segments[1:], strict=False):
@@ -358,7 +358,7 @@ def _check_unique_ids(segments: list[tuple[int, str]]) -> None:
 
 def _header_channel_id(path: str) -> bytes:
     with open(path, "rb") as f:
-        return f.read(fmt.SEGMENT_HEADER_SIZE)[24:40]
+        return fmt.segment_channel_id(f.read(fmt.SEGMENT_HEADER_SIZE))
 
 
 def _same_channel(known: bytes | None, found: bytes, path: str) -> bytes:

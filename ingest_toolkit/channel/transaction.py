@@ -18,8 +18,6 @@ from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
 
-from crc32c import crc32c
-
 from ..errors import EventTooLargeError, TransactionCapacityError, TransactionError
 from . import format as fmt
 from .codec import SMALL_VARINTS, Event, EventColumns, encode_put, encode_put_pairs, varint
@@ -31,11 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Transaction", "TransactionHost", "TxnKind", "TxnState", "take_chunks"]
 
-_pack_header = fmt.FRAME_HEADER.pack
-_pack_crc = fmt.FRAME_TRAILER.pack
-_MAGIC = fmt.FRAME_MAGIC
 _PUT = int(fmt.FrameType.PUT)
-_OVERHEAD = fmt.FRAME_OVERHEAD
 
 
 class TxnKind(enum.Enum):
@@ -113,8 +107,7 @@ class Transaction:
         if len(payload) > limit:
             raise EventTooLargeError(size=len(payload), limit=limit)
         seq = self._channel.txn_reserve(1)
-        frame = _pack_header(_MAGIC, _PUT, 0, len(payload) + _OVERHEAD, self.txn_id, seq) + payload
-        frame += _pack_crc(crc32c(frame))
+        frame = fmt.encode_frame(_PUT, self.txn_id, seq, payload)
         self.frames.append(frame)
         self._added(seq, seq, 1, len(frame))
         return seq
@@ -137,13 +130,9 @@ class Transaction:
         if largest > limit:
             raise EventTooLargeError(size=largest, limit=limit)
         first = self._channel.txn_reserve(len(payloads))
-        txn, frames, nbytes = self.txn_id, self.frames, 0
-        for seq, payload in enumerate(payloads, first):
-            frame = _pack_header(_MAGIC, _PUT, 0, len(payload) + _OVERHEAD, txn, seq) + payload
-            frame += _pack_crc(crc32c(frame))
-            frames.append(frame)
-            nbytes += len(frame)
-        self._added(first, first + len(payloads) - 1, len(payloads), nbytes)
+        frames = fmt.encode_frames(_PUT, self.txn_id, first, payloads)
+        self.frames.extend(frames)
+        self._added(first, first + len(payloads) - 1, len(payloads), sum(map(len, frames)))
         return list(range(first, first + len(payloads)))
 
     def _added(self, first: int, last: int, count: int, nbytes: int) -> None:

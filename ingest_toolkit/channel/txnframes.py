@@ -38,7 +38,7 @@ def put_seq_range(chunk: list[bytes]) -> tuple[int, int]:
     COMMIT, so looking at both ends is enough.
     """
     ends = (chunk[0], chunk[-2] if len(chunk) > 1 else chunk[0], chunk[-1])
-    seqs = [int.from_bytes(f[16:24], "little") for f in ends if f[2] == PUT]
+    seqs = [seq for ftype, seq in map(fmt.frame_type_and_seq, ends) if ftype == PUT]
     return (min(seqs), max(seqs)) if seqs else (0, 0)
 
 
@@ -63,10 +63,11 @@ def take_frames(txn_id: int, taken: list[int], max_file_size: int) -> list[bytes
 
 
 def count_logs(refcounts: Counter[int], pointers: list[int], sign: int) -> None:
-    if pointers and pointers[0] >> 32 == pointers[-1] >> 32 and sign > 0:
-        refcounts[pointers[0] >> 32] += len(pointers)  # puts: log ids never decrease in a commit
+    log_of = fmt.pointer_log_id
+    if pointers and sign > 0 and log_of(pointers[0]) == log_of(pointers[-1]):
+        refcounts[log_of(pointers[0])] += len(pointers)  # puts: log ids never decrease in a commit
         return
-    for log_id, n in Counter(p >> 32 for p in pointers).items():
+    for log_id, n in Counter(map(log_of, pointers)).items():
         refcounts[log_id] += sign * n
         if refcounts[log_id] == 0:
             del refcounts[log_id]

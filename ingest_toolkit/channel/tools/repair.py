@@ -102,7 +102,7 @@ def _plan_segment(log_id: int, path: str, newest: bool, sim: TxnSim) -> SegmentP
         if problem:
             raise ToolError(f"{path}: the segment header is damaged ({problem}); repair does not rebuild "
                             "headers. Nothing was changed: restore the file from a backup")
-        plan.channel_id = head[24:40]
+        plan.channel_id = fmt.segment_channel_id(head)
         _plan_frames(plan, image, size, sim)
     return plan
 
@@ -151,7 +151,7 @@ def _channel_id(dirs: ChannelDirs, segments: list[tuple[int, str]]) -> bytes:
         with open(other, "rb") as f:
             head = f.read(fmt.SEGMENT_HEADER_SIZE)
         if header_error(head) is None:
-            return head[24:40]
+            return fmt.segment_channel_id(head)
     raise ToolError("a segment lost its header and the channel id is recorded nowhere else (no channel.id, no "
                     "intact segment): repair cannot rebuild it. Nothing was changed: restore it from a backup")
 

@@ -238,8 +238,8 @@ def repair_json(report: RepairReport) -> dict[str, Any]:
 
 
 def _event_json(e: LostEvent) -> dict[str, Any]:
-    return {"seq": e.seq, "log_id": e.pointer >> 32, "offset": e.pointer & 0xFFFFFFFF, "verified": e.verified,
-            "already_taken": e.already_taken}
+    return {"seq": e.seq, "log_id": fmt.pointer_log_id(e.pointer), "offset": fmt.pointer_offset(e.pointer),
+            "verified": e.verified, "already_taken": e.already_taken}
 
 
 def _plan_json(plan: SegmentPlan) -> dict[str, Any]:

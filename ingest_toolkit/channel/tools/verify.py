@@ -21,6 +21,7 @@ import uuid
 from ...errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError
 from ..checkpoint import Checkpoint, load_checkpoint, written_through
 from ..format import SEGMENT_HEADER_SIZE as HEADER
+from ..format import pointer_log_id, pointer_offset
 from ..fs import FileSystem, OsFileSystem
 from ..proto import channel_pb2 as pb
 from ..replay import ReplayResult, replay
@@ -226,7 +227,8 @@ class _Verifier:
                                      "order (concurrent take rollbacks can reorder the live queue; see log-format.md)")
             return
         only_checkpoint, only_full = set(a) - set(b), set(b) - set(a)
-        sample = ", ".join(f"log-{p >> 32}@{p & 0xFFFFFFFF}" for p in sorted(only_checkpoint | only_full)[:5])
+        differ = sorted(only_checkpoint | only_full)[:5]
+        sample = ", ".join(f"log-{pointer_log_id(p)}@{pointer_offset(p)}" for p in differ)
         self.report.add("queue_mismatch", f"checkpoint + replay queues {len(a)} events, a full replay {len(b)}: "
                         f"{len(only_checkpoint)} only in the first, {len(only_full)} only in the second "
                         f"(e.g. {sample})", checkpoint_queue=len(a), full_replay_queue=len(b),
