@@ -113,9 +113,9 @@ class FileChannel:
         self._open: dict[int, Transaction] = {}
         self._commits = 0
         self._reader = EventReader(self._fs, self._paths, self.config.max_event_size + fmt.FRAME_OVERHEAD)
-        self._log = LogWriter(self._fs, self.config, self.channel_id, recovered.next_log_id, self._paths, self._cond,
-                              check_usable=self._check_usable, publish=self._publish_commit,
-                              queued=lambda: len(self._queue), free_bytes=lambda d: self._fs.free_bytes(d))
+        self._log = LogWriter(lambda: self._fs, lambda: self.config, self.channel_id, recovered.next_log_id,
+                              self._paths, self._cond, check_usable=self._check_usable,
+                              publish=self._publish_commit, queued=lambda: len(self._queue))
 
     # -- public API -----------------------------------------------------------------------
     def transaction(self, tag: str | None = None) -> Transaction:

@@ -11,7 +11,9 @@ State and its guards (all under the channel's lock, the ``cond`` given to :class
 * ``failed`` - the first write or sync error; nothing more is written once it is set.
 
 Publishing a commit (making it visible in the queue) is the channel's: the writer calls its
-``publish`` callback for each transaction a sync covered, in commit order.
+``publish`` callback for each transaction a sync covered, in commit order. The configuration and
+the file system are the channel's too, read at each use (``config()``, ``fs()``): whoever
+replaces them on a live channel changes what the writer does.
 """
 
 from __future__ import annotations
@@ -40,16 +42,15 @@ class LogWriter:
     """Appends frames at the log's end and makes commits durable; every method but the
     constructor is called with ``cond`` held (``wait_durable`` releases it while it syncs)."""
 
-    def __init__(self, fs: FileSystem, config: ChannelConfig, channel_id: bytes, next_log_id: int,
-                 paths: dict[int, str], cond: threading.Condition, *, check_usable: Callable[[], None],
-                 publish: Callable[[Transaction], None], queued: Callable[[], int | None],
-                 free_bytes: Callable[[str], int]) -> None:
+    def __init__(self, fs: Callable[[], FileSystem], config: Callable[[], ChannelConfig], channel_id: bytes,
+                 next_log_id: int, paths: dict[int, str], cond: threading.Condition, *,
+                 check_usable: Callable[[], None], publish: Callable[[Transaction], None],
+                 queued: Callable[[], int | None]) -> None:
         self._fs, self._config, self._channel_id = fs, config, channel_id
         self._next_log_id = next_log_id
         self._paths = paths  # the channel's log id -> path map; new segments are added to it
         self._cond = cond
         self._check_usable, self._publish_one, self._queued = check_usable, publish, queued
-        self._free_bytes = free_bytes  # the channel's file system's, asked each time
         self._write_gen = self._synced_gen = 0
         self._syncing = False
         self._retired: list[SegmentWriter] = []  # sealed while a sync used them; closed after it
@@ -59,14 +60,14 @@ class LogWriter:
         self.segment = self._new_segment()
 
     def _new_segment(self, *, draining: bool = False) -> SegmentWriter:
-        config = self._config
+        config = self._config()
         log_id = self._next_log_id
         directory = config.data_dirs[log_id % len(config.data_dirs)]
         preallocate = min(config.preallocate_bytes, config.max_file_size - fmt.SEGMENT_HEADER_SIZE)
         if not draining:
             self._check_space(directory, preallocate + fmt.SEGMENT_HEADER_SIZE)
         try:
-            writer = SegmentWriter.create(self._fs, directory, log_id, self._channel_id, preallocate,
+            writer = SegmentWriter.create(self._fs(), directory, log_id, self._channel_id, preallocate,
                                           config.max_file_size)
         except OSError as err:
             if err.errno == errno.ENOSPC:
@@ -88,7 +89,7 @@ class LogWriter:
         i = 0
         while i < len(frames):
             writer = self.segment
-            room = self._config.max_file_size - writer.position
+            room = self._config().max_file_size - writer.position
             j, size = fit_frames(frames, i, room)
             if j == i and not writer.sealed and writer.position == fmt.SEGMENT_HEADER_SIZE:
                 raise ValueError(f"a {len(frames[i])}-byte frame cannot fit an empty segment")  # a bug: never
@@ -219,13 +220,13 @@ class LogWriter:
 
     # -- space and failure ----------------------------------------------------------------
     def _check_space(self, directory: str, needed: int) -> None:
-        minimum = self._config.min_free_bytes
-        if minimum and self._free_bytes(directory) - needed < minimum:
+        minimum = self._config().min_free_bytes
+        if minimum and self._fs().free_bytes(directory) - needed < minimum:
             raise self._disk_full(directory, needed)
 
     def _disk_full(self, directory: str, needed: int) -> DiskSpaceError:
-        return DiskSpaceError(path=directory, free_bytes=self._free_bytes(directory),
-                              needed_bytes=needed, min_free_bytes=self._config.min_free_bytes,
+        return DiskSpaceError(path=directory, free_bytes=self._fs().free_bytes(directory),
+                              needed_bytes=needed, min_free_bytes=self._config().min_free_bytes,
                               queued=self._queued())
 
     def _write_error(self, directory: str, needed: int, err: OSError) -> Exception:
