@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .channel.config import load_channel_settings
 from .errors import ConfigError
-from .settings import load_channel_settings, read_toml
+from .settings import read_toml
 
 __all__ = ["DEFAULT_AGENT_CONF", "NamedChannel", "find_channel"]
 

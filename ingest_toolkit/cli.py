@@ -19,7 +19,7 @@ from rich.table import Table
 
 from .channel import Event, FileChannel, tools
 from .channel.checkpoint import read_checkpoint_meta
-from .channel.config import ChannelConfig
+from .channel.config import ChannelConfig, load_channel_settings
 from .channel.lock import lock_holder
 from .channel.tools import render
 from .channel.tools.common import PhaseProgress
@@ -27,7 +27,6 @@ from .channel_conf import DEFAULT_AGENT_CONF, find_channel
 from .cli_common import OneLineErrors, output_console, verbose_option
 from .errors import ConfigError
 from .extras import extra_for
-from .settings import load_channel_settings
 
 __all__ = ["main"]
 

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from .errors import ConfigError
 
-__all__ = ["env_overrides", "env_variables", "invalid_settings", "load_channel_settings", "load_table",
+__all__ = ["env_overrides", "env_variables", "invalid_settings", "load_table",
            "problem_message", "read_toml", "validation_problems"]
 
 
@@ -38,16 +38,6 @@ def load_table(path: Path, table: str) -> dict[str, Any]:
     if not isinstance(values, dict):
         raise ConfigError(f"{path} has no [{table}] table", key=table)
     return {**values, **env_overrides(table)}
-
-
-def load_channel_settings(path: Path) -> dict[str, Any]:
-    """The ``[channel]`` table of ``path`` with its environment overrides, validated: a problem is
-    a ConfigError naming the file (or the variable that set the value) and the key."""
-    from .channel.config import ChannelConfig  # the channel package imports this module
-
-    values = load_table(path, "channel")
-    ChannelConfig.validate_table(values, source=path, env=env_variables("channel"))
-    return values
 
 
 def env_overrides(table: str) -> dict[str, Any]:

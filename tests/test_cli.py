@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from ingest_toolkit.channel import Event, FileChannel
+from ingest_toolkit.channel.config import load_channel_settings
 from ingest_toolkit.cli import main
 from ingest_toolkit.errors import ConfigError
-from ingest_toolkit.settings import load_channel_settings
 
 
 def _conf(tmp_path: Path) -> Path:

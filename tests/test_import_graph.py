@@ -40,16 +40,7 @@ PACKAGES = ("ingest_toolkit", "dagster_defs")
 KNOWN_CYCLES: list[frozenset[str]] = []
 
 # Cycles that exist only through imports under ``if TYPE_CHECKING:``, as above; must only shrink.
-KNOWN_TYPE_CYCLES: list[frozenset[str]] = [
-    # transaction.py names FileChannel for its type (and calls its privates); channel imports
-    # transaction, txnframes and recovery, which reaches txnframes through replay; txnframes
-    # imports Transaction.
-    frozenset({"ingest_toolkit.channel.channel", "ingest_toolkit.channel.recovery", "ingest_toolkit.channel.replay",
-               "ingest_toolkit.channel.transaction", "ingest_toolkit.channel.txnframes"}),
-    # render.py names the reports of the tools that import it to render them.
-    frozenset({"ingest_toolkit.channel.tools.inspection", "ingest_toolkit.channel.tools.render",
-               "ingest_toolkit.channel.tools.repair", "ingest_toolkit.channel.tools.verify"}),
-]
+KNOWN_TYPE_CYCLES: list[frozenset[str]] = []
 
 # Cycles between stages: the packages directly below ``ingest_toolkit`` (a top-level module counts
 # as its own) and ``dagster_defs``, joined by the module-level edges of their modules
@@ -58,10 +49,7 @@ KNOWN_STAGE_CYCLES: list[frozenset[str]] = []
 
 # Function-level imports ``(importer, imported)`` that would close a cycle if written at module
 # level: each is a cycle kept lazy on purpose. Must only shrink.
-LAZY_BACK_EDGES: list[tuple[str, str]] = [
-    # load_channel_settings validates with ChannelConfig; channel/config.py imports settings.
-    ("ingest_toolkit.settings", "ingest_toolkit.channel.config"),
-]
+LAZY_BACK_EDGES: list[tuple[str, str]] = []
 
 
 @dataclass(frozen=True, slots=True)

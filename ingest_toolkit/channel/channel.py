@@ -5,47 +5,39 @@ State and its guards (all under ``self._cond``, one lock):
 * ``_queue`` - pointers of committed, not-taken events, FIFO by commit order.
 * ``_used`` - capacity in use: queued + taken-not-committed + put-not-committed events.
 * ``_refcounts`` - per log id, queued + in-flight events whose PUT frame lives there.
-* ``_writer`` - the one segment being appended to (frames are ordered by (log id, offset)).
-* group commit: ``_write_gen`` counts appends, ``_synced_gen`` the appends known durable, and
-  ``_pending`` holds commits waiting for a sync, in append order. One thread at a time
-  (``_syncing``) syncs the log outside the lock; it publishes every pending commit its sync
-  covered, so concurrent commits share one fdatasync and become visible in commit order.
+* ``_log`` - the write side (:class:`~.logwriter.LogWriter`): appending, rolling segments, the
+  space checks and group commit; it calls :meth:`FileChannel._publish_commit` for each commit
+  a sync made durable, in commit order.
 """
 
 from __future__ import annotations
 
-import errno
-import itertools
 import logging
 import threading
 import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import (
-    ChannelClosedError,
-    ChannelFailedError,
-    ChannelFullError,
-    DiskSpaceError,
-    LogReadError,
-    TransactionError,
-)
+from ..errors import ChannelClosedError, ChannelFailedError, ChannelFullError, LogReadError, TransactionError
 from . import format as fmt
 from .checkpoint import Snapshot
 from .checkpointer import Checkpointer, CheckpointResult
-from .codec import TXN_PUT, encode_rollback
+from .codec import TXN_PUT, EventColumns, encode_rollback
 from .config import ChannelConfig
 from .format import FrameType
 from .fs import FileSystem, OsFileSystem
 from .lock import DirectoryLock
+from .logwriter import LogWriter
 from .reader import EventReader
 from .recovery import recover
-from .segment import SegmentWriter
 from .tags import TagRecord, check_tag
-from .transaction import Transaction, TxnKind, TxnState
-from .txnframes import commit_frame, count_logs, fit_frames, put_seq_range, take_chunks, take_frames
+from .transaction import Transaction, TxnKind, TxnState, take_chunks
+from .txnframes import commit_frame, count_logs, take_frames
+
+if TYPE_CHECKING:
+    from .columnar import ArrowColumns
 
 __all__ = ["FileChannel"]
 
@@ -112,39 +104,18 @@ class FileChannel:
         clock = time.time_ns() // 1000  # seeds survive the loss of every log: see docs
         self._seq = max(result.max_seq + 1, clock)
         self._next_txn = max(result.max_txn + 1, clock)
-        self._next_log_id = recovered.next_log_id
         self._checkpoint_id = recovered.last_checkpoint_id
         self._puts_total, self._takes_total = result.puts_committed, result.takes_committed
         self._totals_at_open = (self._puts_total, self._takes_total)  # for the counters since open
         self._marks: deque[tuple[int, int]] = deque(recovered.marks)
         self._tags = result.tags
-        self._write_gen = self._synced_gen = 0
-        self._syncing = False
         self._take_calls = 0
-        self._retired: list[SegmentWriter] = []  # sealed while a sync used them; closed after it
-        self._pending: deque[tuple[int, Transaction]] = deque()
         self._open: dict[int, Transaction] = {}
-        self._failed: BaseException | None = None
-        self._fsyncs = self._commits = 0
+        self._commits = 0
         self._reader = EventReader(self._fs, self._paths, self.config.max_event_size + fmt.FRAME_OVERHEAD)
-        self._writer = self._new_writer()
-
-    def _new_writer(self, *, draining: bool = False) -> SegmentWriter:
-        log_id = self._next_log_id
-        directory = self.config.data_dirs[log_id % len(self.config.data_dirs)]
-        preallocate = min(self.config.preallocate_bytes, self.config.max_file_size - fmt.SEGMENT_HEADER_SIZE)
-        if not draining:
-            self._check_space(directory, preallocate + fmt.SEGMENT_HEADER_SIZE)
-        try:
-            writer = SegmentWriter.create(self._fs, directory, log_id, self.channel_id, preallocate,
-                                          self.config.max_file_size)
-        except OSError as err:
-            if err.errno == errno.ENOSPC:
-                raise self._disk_full(directory, preallocate) from err
-            raise
-        self._next_log_id += 1
-        self._paths[log_id] = writer.path
-        return writer
+        self._log = LogWriter(lambda: self._fs, lambda: self.config, self.channel_id, recovered.next_log_id,
+                              self._paths, self._cond, check_usable=self._check_usable,
+                              publish=self._publish_commit, queued=lambda: len(self._queue))
 
     # -- public API -----------------------------------------------------------------------
     def transaction(self, tag: str | None = None) -> Transaction:
@@ -195,10 +166,10 @@ class FileChannel:
                 "capacity": self.config.capacity,
                 "open_transactions": len(self._open),
                 "commits": self._commits,
-                "fsyncs": self._fsyncs,
+                "fsyncs": self._log.fsyncs,
                 "log_files": {lid: {"path": p, "refcount": self._refcounts.get(lid, 0)}
                               for lid, p in sorted(self._paths.items())},
-                "writing": self._writer.log_id,
+                "writing": self._log.segment.log_id,
                 "next_seq": self._seq,
                 "puts_committed": self._puts_total,  # over the channel's life (restored by recovery)
                 "takes_committed": self._takes_total,
@@ -233,7 +204,7 @@ class FileChannel:
         try:
             self._checkpointer.stop()
             self._seal_for_close()
-            if self.config.checkpoint_on_close and self._failed is None:
+            if self.config.checkpoint_on_close and self._log.failed is None:
                 self.checkpoint()
         except Exception as err:
             log.error("closing %s did not complete (%s); the next open recovers from the log",
@@ -247,18 +218,11 @@ class FileChannel:
 
     def _seal_for_close(self) -> None:
         with self._cond:
-            while self._syncing:
-                self._cond.wait()
+            self._log.wait_idle()
             for tx in list(self._open.values()):
                 if tx.state is TxnState.OPEN:
                     self._rollback_locked(tx)
-            if self._writer.sealed:
-                return
-            if self._failed is not None:
-                self._writer.abandon()  # nothing more may be written; recovery cuts it back
-                return
-            self._writer.seal()
-            self._mark_synced()
+            self._log.seal_for_close()
 
     def __enter__(self) -> FileChannel:
         return self
@@ -272,25 +236,18 @@ class FileChannel:
         with self._cond:
             if self._closed:
                 raise ChannelClosedError()
-            if self._failed is not None:
-                raise ChannelFailedError(self._failed)
-            # No waiting for a group-commit sync in progress: a busy committer would starve the
-            # checkpoint. A second fdatasync of the same descriptor is safe, and this one covers
-            # every frame appended so far.
-            if not self._writer.sealed:
-                try:
-                    self._writer.sync()  # the checkpoint must never point past durable frames
-                except OSError as err:
-                    raise self._fail(err) from err
-                self._fsyncs += 1
-            self._mark_synced()  # publishes commits waiting for a sync: they are durable now
+            if self._log.failed is not None:
+                raise ChannelFailedError(self._log.failed)
+            # The checkpoint must never point past durable frames; this also publishes the
+            # commits waiting for a sync: they are durable now.
+            self._log.sync_now()
             self._checkpoint_id += 1
             open_txns = sorted(self._open.values(), key=lambda t: t.txn_id)
             snap = Snapshot(
                 checkpoint_id=self._checkpoint_id, queue=self._queue.to_array(),
                 takes=take_chunks(open_txns),
                 puts=[(t.txn_id, list(t.spilled)) for t in open_txns if t.kind is TxnKind.PUT and t.spilled],
-                refcounts=dict(self._refcounts), log_id=self._writer.log_id, log_offset=self._writer.position,
+                refcounts=dict(self._refcounts), log_id=self._log.segment.log_id, log_offset=self._log.segment.position,
                 last_seq=self._seq - 1, next_txn_id=self._next_txn, marks=list(self._marks),
                 puts_committed=self._puts_total, takes_committed=self._takes_total,
                 capacity=self.config.capacity, interval_ms=int(self.config.checkpoint_interval * 1000),
@@ -304,8 +261,8 @@ class FileChannel:
         for log_id in log_ids:
             self._reader.forget(log_id)
 
-    # -- used by Transaction --------------------------------------------------------------
-    def _reserve(self, n: int) -> int:
+    # -- the TransactionHost protocol: called by Transaction, not by users ------------------
+    def txn_reserve(self, n: int) -> int:
         """Take ``n`` capacity slots (waiting up to keep_alive) and ``n`` sequence numbers.
 
         Returns the first sequence number.
@@ -330,12 +287,18 @@ class FileChannel:
             self._seq += n
             return first
 
-    def _spill(self, tx: Transaction) -> None:
+    def txn_spill(self, tx: Transaction) -> None:
         with self._cond:
             self._check_usable()
-            tx.spilled.extend(self._append(tx.frames))
+            tx.spilled.extend(self._log.append(tx.frames))
             tx.frames.clear()
             tx.buffered_bytes = 0
+
+    def txn_take_columns(self, tx: Transaction, n: int) -> EventColumns:
+        return self._take(tx, n, self._reader.read_columns)
+
+    def txn_take_arrow(self, tx: Transaction, n: int) -> ArrowColumns:
+        return self._take(tx, n, self._reader.read_arrow)
 
     def _take(self, tx: Transaction, n: int, read: Callable[[list[int]], _Taken]) -> _Taken:
         """Pop up to ``n`` pointers into ``tx`` and ``read`` their events (a method of
@@ -365,7 +328,7 @@ class FileChannel:
                 raise LogReadError(path=getattr(err, "filename", None) or "log segment", cause=err) from err
             raise
 
-    def _commit(self, tx: Transaction) -> None:
+    def txn_commit(self, tx: Transaction) -> None:
         with self._cond:
             self._check_usable()
             if tx.count == 0:
@@ -375,20 +338,14 @@ class FileChannel:
                 if tx.tag is not None:
                     tx.tag_record = TagRecord(tx.tag, tx.first_seq, tx.count, time.time_ns())
                 frames = tx.frames + [commit_frame(tx.txn_id, TXN_PUT, tx.count, tx.tag_record)]
-                pointers = self._append(frames)
+                pointers = self._log.append(frames)
                 tx.spilled.extend(pointers[:-1])
             else:
-                self._append(take_frames(tx, self.config.max_file_size), draining=True)
+                self._log.append(take_frames(tx.txn_id, tx.taken, self.config.max_file_size), draining=True)
             tx.appended = True
-            self._write_gen += 1
-            self._pending.append((self._write_gen, tx))
-            if self.config.durability == "page_cache":
-                self._synced_gen = self._write_gen
-                self._publish()
-                return
-            self._wait_durable(self._write_gen)
+            self._log.commit(tx, page_cache=self.config.durability == "page_cache")
 
-    def _rollback(self, tx: Transaction) -> None:
+    def txn_rollback(self, tx: Transaction) -> None:
         with self._cond:
             self._rollback_locked(tx)
 
@@ -400,129 +357,33 @@ class FileChannel:
             self._queue.extendleft(tx.taken)  # back at the head, original order
         else:
             self._used -= tx.count
-            if tx.spilled and self._failed is None:
-                self._write_rollback_frame(tx)
+            if tx.spilled and self._log.failed is None:
+                frame = fmt.encode_frame(FrameType.ROLLBACK, tx.txn_id, 0, encode_rollback(TXN_PUT))
+                self._log.write_rollback(tx.txn_id, frame)
         self._finish(tx, TxnState.ROLLED_BACK)
         self._cond.notify_all()
-
-    def _write_rollback_frame(self, tx: Transaction) -> None:
-        # Only tidiness: replay drops a transaction without COMMIT anyway, so a failure here
-        # loses nothing and is not raised.
-        frame = fmt.encode_frame(FrameType.ROLLBACK, tx.txn_id, 0, encode_rollback(TXN_PUT))
-        try:
-            self._append([frame], draining=True)
-        except (OSError, DiskSpaceError, ChannelFailedError) as err:
-            log.warning("rollback frame of transaction %d not written (%s); harmless", tx.txn_id, err)
 
     def _finish(self, tx: Transaction, state: TxnState) -> None:
         tx.state = state
         self._open.pop(tx.txn_id, None)
 
-    def _append(self, frames: list[bytes], *, draining: bool = False) -> list[int]:
-        """Write frames at the log's end, rolling segments as needed; returns their pointers.
-
-        ``draining`` writes (take commits, rollback frames) skip the ``min_free_bytes`` check:
-        they are small and are what frees space, so a nearly full disk can always be drained. A
-        real ENOSPC still fails them with DiskSpaceError.
-        """
-        pointers: list[int] = []
-        i = 0
-        while i < len(frames):
-            writer = self._writer
-            room = self.config.max_file_size - writer.position
-            j, size = fit_frames(frames, i, room)
-            if j == i and not writer.sealed and writer.position == fmt.SEGMENT_HEADER_SIZE:
-                raise ValueError(f"a {len(frames[i])}-byte frame cannot fit an empty segment")  # a bug: never
-            if j == i or writer.sealed:
-                self._roll(draining=draining)
-                continue
-            chunk = frames[i:j] if (i, j) != (0, len(frames)) else frames
-            if not draining:
-                self._check_space(writer.directory, size)
-            try:
-                base = writer.append(b"".join(chunk), len(chunk), *put_seq_range(chunk))
-            except OSError as err:
-                raise self._write_error(writer.directory, size, err) from err
-            log_base = writer.log_id << 32
-            offsets = itertools.accumulate(map(len, chunk), initial=base)
-            pointers.extend([log_base | o for o in itertools.islice(offsets, len(chunk))])
-            i = j
-        return pointers
-
-    def _roll(self, *, draining: bool = False) -> None:
-        # Never releases the lock: an _append that rolls must be atomic for checkpoints, which
-        # would otherwise see frames already written to the old segment but not yet referenced.
-        self._check_usable()
-        if not self._writer.sealed:
-            in_use = self._syncing  # the sync leader is using this descriptor outside the lock
-            try:
-                self._writer.seal(close=not in_use)  # syncs: every append so far is durable
-            except OSError as err:
-                raise self._fail(err) from err
-            if in_use:
-                self._retired.append(self._writer)
-            self._mark_synced()
-        try:
-            self._writer = self._new_writer(draining=draining)  # on failure the sealed one stays
-        except OSError as err:  # not ENOSPC (that is DiskSpaceError): the directory is unusable
-            raise self._fail(err) from err
-
-    def _wait_durable(self, gen: int) -> None:
-        while self._synced_gen < gen:
-            self._check_usable()
-            if self._syncing:
-                self._cond.wait()
-                continue
-            self._syncing, target, writer = True, self._write_gen, self._writer
-            self._cond.release()
-            try:
-                writer.sync()
-                error: OSError | None = None
-            except OSError as err:
-                error = err
-            finally:
-                self._cond.acquire()
-                self._syncing = False
-                self._fsyncs += 1
-                self._close_retired()
-            if error is not None:
-                raise self._fail(error) from error
-            self._synced_gen = max(self._synced_gen, target)
-            self._publish()
-            self._cond.notify_all()
-
-    def _close_retired(self) -> None:
-        for writer in self._retired:
-            writer.close_file()
-        self._retired.clear()
-
-    def _mark_synced(self) -> None:
-        self._synced_gen = self._write_gen
-        self._publish()
-        self._cond.notify_all()
-
-    def _publish(self) -> None:
-        """Apply every commit the last sync covered, in commit order."""
-        pending = self._pending
-        if pending and pending[0][0] <= self._synced_gen:
-            self._cond.notify_all()  # committers, and puts waiting for room
-        while pending and pending[0][0] <= self._synced_gen:
-            tx = pending.popleft()[1]
-            self._commits += 1
-            if tx.kind is TxnKind.PUT:
-                self._queue.extend(tx.spilled)
-                count_logs(self._refcounts, tx.spilled, +1)
-                self._puts_total += tx.count
-                self._mark_commit()
-                if tx.tag_record is not None:
-                    self._tags.add(tx.tag_record)  # published, so durable: replay finds the same
-            else:
-                count_logs(self._refcounts, tx.taken, -1)
-                self._used -= tx.count
-                self._takes_total += tx.count
-                while self._marks and self._marks[0][0] <= self._takes_total:
-                    self._marks.popleft()
-            self._finish(tx, TxnState.COMMITTED)
+    def _publish_commit(self, tx: Transaction) -> None:
+        """Apply one commit the log writer made durable (called in commit order)."""
+        self._commits += 1
+        if tx.kind is TxnKind.PUT:
+            self._queue.extend(tx.spilled)
+            count_logs(self._refcounts, tx.spilled, +1)
+            self._puts_total += tx.count
+            self._mark_commit()
+            if tx.tag_record is not None:
+                self._tags.add(tx.tag_record)  # published, so durable: replay finds the same
+        else:
+            count_logs(self._refcounts, tx.taken, -1)
+            self._used -= tx.count
+            self._takes_total += tx.count
+            while self._marks and self._marks[0][0] <= self._takes_total:
+                self._marks.popleft()
+        self._finish(tx, TxnState.COMMITTED)
 
     def _mark_commit(self) -> None:
         now = time.time_ns()
@@ -532,36 +393,11 @@ class FileChannel:
         else:
             marks.append((self._puts_total, now))
 
-    def _check_space(self, directory: str, needed: int) -> None:
-        minimum = self.config.min_free_bytes
-        if minimum and self._fs.free_bytes(directory) - needed < minimum:
-            raise self._disk_full(directory, needed)
-
-    def _disk_full(self, directory: str, needed: int) -> DiskSpaceError:
-        return DiskSpaceError(path=directory, free_bytes=self._fs.free_bytes(directory),
-                              needed_bytes=needed, min_free_bytes=self.config.min_free_bytes,
-                              queued=len(self._queue) if hasattr(self, "_queue") else None)
-
-    def _write_error(self, directory: str, needed: int, err: OSError) -> Exception:
-        if err.errno == errno.ENOSPC:
-            return self._disk_full(directory, needed)  # position unchanged: retryable
-        return self._fail(err)
-
-    def _fail(self, err: BaseException) -> ChannelFailedError:
-        if self._failed is None:
-            log.error("channel failed: %r; reopen it to recover from the log", err)
-            self._failed = err
-        for _gen, tx in self._pending:
-            tx.state = TxnState.UNKNOWN
-        self._pending.clear()
-        self._cond.notify_all()
-        return ChannelFailedError(self._failed)
-
     def _check_usable(self) -> None:
         if self._closed or self._closing:
             raise ChannelClosedError()
-        if self._failed is not None:
-            raise ChannelFailedError(self._failed)
+        if self._log.failed is not None:
+            raise ChannelFailedError(self._log.failed)
 
     def _release_locks(self) -> None:
         for lock in reversed(self._locks):

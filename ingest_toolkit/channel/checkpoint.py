@@ -27,7 +27,8 @@ from crc32c import crc32c
 from google.protobuf.message import DecodeError
 
 from ..errors import ChannelIdentityError, CheckpointInvalid
-from .fs import FileSystem, write_atomic
+from . import format as fmt
+from .fs import FileSystem, OsFileSystem, read_file, write_atomic
 from .proto import channel_pb2 as pb
 from .tags import TagRecord
 
@@ -170,14 +171,15 @@ def _remove_stale(fs: FileSystem, directory: str, keep: tuple[str, ...]) -> None
 
 
 # -- loading ------------------------------------------------------------------------------
-def load_checkpoint(directory: str, channel_id: bytes | None) -> Checkpoint | None:
+def load_checkpoint(directory: str, channel_id: bytes | None, fs: FileSystem | None = None) -> Checkpoint | None:
     """Load and validate the checkpoint; None when there is none.
 
     Raises CheckpointInvalid when it exists but cannot be trusted, and ChannelIdentityError when
     it belongs to another channel.
     """
     meta_file = os.path.join(directory, CHECKPOINT_META)
-    meta = _read_meta(meta_file)
+    fs = fs or OsFileSystem()
+    meta = _read_meta(fs, meta_file)
     if meta is None:
         return None
     if channel_id is not None and meta.channel_id != channel_id:
@@ -185,8 +187,8 @@ def load_checkpoint(directory: str, channel_id: bytes | None) -> Checkpoint | No
             f"{meta_file} belongs to channel {meta.channel_id.hex()}, not {channel_id.hex()}: "
             "the checkpoint directory of another channel is in use. Point checkpoint_dir at this "
             "channel's directory, or delete checkpoint.meta to rebuild it by a full replay")
-    queue = _load_queue(os.path.join(directory, _file_name(meta.queue_file, meta_file)), meta)
-    inflight = _load_inflight(os.path.join(directory, _file_name(meta.inflight_file, meta_file)), meta)
+    queue = _load_queue(fs, os.path.join(directory, _file_name(meta.queue_file, meta_file)), meta)
+    inflight = _load_inflight(fs, os.path.join(directory, _file_name(meta.inflight_file, meta_file)), meta)
     return Checkpoint(meta, queue,
                       takes=[(t.txn_id, list(t.pointers)) for t in inflight.takes],
                       puts=[(t.txn_id, list(t.pointers)) for t in inflight.puts],
@@ -204,18 +206,16 @@ def _file_name(name: str, meta_file: str) -> str:
 _MAX_META_BYTES: Final = 16 << 20  # a checkpoint.meta of a channel with a million live segments is ~12 MiB
 
 
-def _read_meta(path: str) -> pb.CheckpointMeta | None:
-    try:
-        with open(path, "rb") as f:
-            data = f.read(_MAX_META_BYTES + 1)
-    except FileNotFoundError:
+def _read_meta(fs: FileSystem, path: str) -> pb.CheckpointMeta | None:
+    data = read_file(fs, path, _MAX_META_BYTES)
+    if data is None:
         return None
     if len(data) > _MAX_META_BYTES:
         raise CheckpointInvalid(path, f"larger than {_MAX_META_BYTES} bytes: not a checkpoint.meta file")
     return decode_meta(data, path)
 
 
-def written_through(directory: str) -> tuple[int, str]:
+def written_through(directory: str, fs: FileSystem | None = None) -> tuple[int, str]:
     """The highest log id ``checkpoint.meta`` proves was written, and the file; 0 without one.
 
     A checkpoint records the log position of the segment being written (created, its header
@@ -224,7 +224,7 @@ def written_through(directory: str) -> tuple[int, str]:
     be used, because it is evidence about the segments, not state to restore."""
     path = os.path.join(directory, CHECKPOINT_META)
     try:
-        meta = _read_meta(path)
+        meta = _read_meta(fs or OsFileSystem(), path)
     except (CheckpointInvalid, OSError):
         return 0, path
     if meta is None:
@@ -252,28 +252,27 @@ def decode_meta(data: bytes, path: str = CHECKPOINT_META) -> pb.CheckpointMeta:
         raise CheckpointInvalid(path, "truncated: required fields are missing")
     if len(meta.channel_id) != 16:
         raise CheckpointInvalid(path, f"channel id of {len(meta.channel_id)} bytes, expected 16")
-    if meta.log_id >= 1 << 32 or meta.log_offset >= 1 << 32 or any(k >= 1 << 32 for k in meta.log_refcounts):
+    if (meta.log_id > fmt.MAX_LOG_ID or meta.log_offset >= fmt.MAX_SEGMENT_SIZE
+            or any(k > fmt.MAX_LOG_ID for k in meta.log_refcounts)):
         raise CheckpointInvalid(path, f"log position ({meta.log_id}, {meta.log_offset}) or a log id of its "
                                 "reference counts is beyond what pointers can hold (2^32)")
     return meta
 
 
-def _read_checked(path: str, size: int, crc: int) -> bytes:
+def _read_checked(fs: FileSystem, path: str, size: int, crc: int) -> bytes:
     try:
-        with open(path, "rb") as f:
-            actual = os.fstat(f.fileno()).st_size
-            if actual != size:  # checked before reading: ``size`` is what the meta claims, not a bound
-                raise CheckpointInvalid(path, f"damaged: {actual} bytes (expected {size})")
-            data = f.read(size + 1)
-    except FileNotFoundError:
-        raise CheckpointInvalid(path, "missing: checkpoint.meta names it but it does not exist") from None
+        data = read_file(fs, path, size, expect=size)  # ``size`` is what the meta claims, not a bound
+    except ValueError as err:
+        raise CheckpointInvalid(path, f"damaged: {err}") from None
+    if data is None:
+        raise CheckpointInvalid(path, "missing: checkpoint.meta names it but it does not exist")
     if len(data) != size or crc32c(data) != crc:
         raise CheckpointInvalid(path, f"damaged: {len(data)} bytes (expected {size}) or checksum mismatch")
     return data
 
 
-def _load_queue(path: str, meta: pb.CheckpointMeta) -> array[int]:
-    data = _read_checked(path, meta.queue_bytes, meta.queue_crc32c)
+def _load_queue(fs: FileSystem, path: str, meta: pb.CheckpointMeta) -> array[int]:
+    data = _read_checked(fs, path, meta.queue_bytes, meta.queue_crc32c)
     if len(data) < _QUEUE_HEADER.size or (len(data) - _QUEUE_HEADER.size) % 8:
         raise CheckpointInvalid(path, f"{len(data)} bytes: not a {_QUEUE_HEADER.size}-byte header and 8-byte pointers")
     magic, version, _r, checkpoint_id, count = _QUEUE_HEADER.unpack_from(data)
@@ -290,8 +289,8 @@ def _load_queue(path: str, meta: pb.CheckpointMeta) -> array[int]:
     return queue
 
 
-def _load_inflight(path: str, meta: pb.CheckpointMeta) -> pb.Inflight:
-    data = _read_checked(path, meta.inflight_bytes, meta.inflight_crc32c)
+def _load_inflight(fs: FileSystem, path: str, meta: pb.CheckpointMeta) -> pb.Inflight:
+    data = _read_checked(fs, path, meta.inflight_bytes, meta.inflight_crc32c)
     try:
         inflight = pb.Inflight.FromString(data)
     except DecodeError as err:
@@ -337,7 +336,7 @@ class CheckpointInfo:
         return ((now_ns or time.time_ns()) - self.oldest_commit_unix_ns) / 1e9
 
 
-def read_checkpoint_meta(checkpoint_dir: str) -> CheckpointInfo | None:
+def read_checkpoint_meta(checkpoint_dir: str, fs: FileSystem | None = None) -> CheckpointInfo | None:
     """Read ``checkpoint.meta`` of a channel, live or not; None when no checkpoint exists yet.
 
     Safe to call from any process at any time: the file is replaced atomically, so it is always
@@ -347,7 +346,7 @@ def read_checkpoint_meta(checkpoint_dir: str) -> CheckpointInfo | None:
     import uuid
 
     path = os.path.join(checkpoint_dir, CHECKPOINT_META)
-    meta = _read_meta(path)
+    meta = _read_meta(fs or OsFileSystem(), path)
     if meta is None:
         return None
     return CheckpointInfo(

@@ -16,15 +16,16 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from .checkpoint import Snapshot, write_checkpoint
+from .format import pointer_log_id
 from .fs import FileSystem
 from .proto import channel_pb2 as pb
 from .segment import meta_path
 
-__all__ = ["CheckpointResult", "Checkpointer", "deletable_logs"]
+__all__ = ["CheckpointResult", "Checkpointer", "deletable_logs", "deletion_floor"]
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +38,20 @@ class CheckpointResult:
     deleted_logs: list[int]
 
 
+def deletion_floor(log_id: int, refcounts: Mapping[int, int], puts: Iterable[tuple[int, list[int]]]) -> int:
+    """The deletion rule (module docstring): segments below the returned id may be deleted.
+
+    ``log_id``: the checkpoint's log position; ``refcounts``: events per segment (queued or in an
+    open take); ``puts``: the spilled pointers of open puts, per transaction. A put's first pointer
+    is its oldest segment (log ids never decrease within a transaction).
+    """
+    needed = [log_id, *(lid for lid, n in refcounts.items() if n > 0)]
+    needed += [pointer_log_id(ptrs[0]) for _txn, ptrs in puts if ptrs]
+    return min(needed)
+
+
 def deletable_logs(snap: Snapshot, log_ids: list[int]) -> list[int]:
-    needed = [snap.log_id, *(lid for lid, n in snap.refcounts.items() if n > 0)]
-    needed += [ptrs[0] >> 32 for _txn, ptrs in snap.puts if ptrs]
-    floor = min(needed)
+    floor = deletion_floor(snap.log_id, snap.refcounts, snap.puts)
     return sorted(lid for lid in log_ids if lid < floor)
 
 

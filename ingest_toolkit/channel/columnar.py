@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 from crc32c import crc32c
 
+from . import format as fmt
 from .codec import Event, EventColumns
 
 __all__ = ["ArrowBuilder", "ArrowColumns", "TAKEN_SCHEMA", "runs"]
@@ -125,7 +126,7 @@ class ArrowBuilder:
         read from offset ``start``); False, with nothing added, if the exact path must do it."""
         if len(pointers) < _MIN_RUN:
             return False
-        positions = (pointers & 0xFFFFFFFF) - start
+        positions = (pointers & fmt.POINTER_OFFSET_MASK) - start
         try:
             part = _decode(buf, positions)
         except _Unusual:
@@ -161,7 +162,8 @@ def runs(pointers: _Ints, limit: int) -> list[tuple[int, int]]:
     n = len(pointers)
     if n == 0:
         return []
-    cuts = np.flatnonzero(((pointers[1:] >> 32) != (pointers[:-1] >> 32)) | (pointers[1:] <= pointers[:-1])) + 1
+    shift = fmt.POINTER_SHIFT  # pointer_log_id over the array
+    cuts = np.flatnonzero(((pointers[1:] >> shift) != (pointers[:-1] >> shift)) | (pointers[1:] <= pointers[:-1])) + 1
     bounds = [0, *cuts.tolist(), n]
     out: list[tuple[int, int]] = []
     for low, high in itertools.pairwise(bounds):

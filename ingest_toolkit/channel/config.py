@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from ..settings import invalid_settings, validation_problems
+from ..settings import env_variables, invalid_settings, load_table, validation_problems
 
-__all__ = ["ChannelConfig", "Durability"]
+__all__ = ["ChannelConfig", "Durability", "load_channel_settings"]
 
 Durability = Literal["fsync", "page_cache"]
 
@@ -98,3 +99,11 @@ class ChannelConfig(BaseModel):
         except ValidationError as err:
             problems = [(f"channel.{key}" if key else "channel", msg) for key, msg in validation_problems(err)]
             raise invalid_settings("channel configuration", problems, source=source, env=env) from None
+
+
+def load_channel_settings(path: Path) -> dict[str, Any]:
+    """The ``[channel]`` table of ``path`` with its environment overrides, validated: a problem is
+    a ConfigError naming the file (or the variable that set the value) and the key."""
+    values = load_table(path, "channel")
+    ChannelConfig.validate_table(values, source=path, env=env_variables("channel"))
+    return values

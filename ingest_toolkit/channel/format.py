@@ -26,6 +26,12 @@ __all__ = [
     "FrameError",
     "check_frame",
     "encode_frame",
+    "encode_frames",
+    "frame_type_and_seq",
+    "segment_channel_id",
+    "POINTER_OFFSET_MASK",
+    "POINTER_SHIFT",
+    "MAX_LOG_ID",
     "encode_segment_header",
     "decode_segment_header",
     "make_pointer",
@@ -50,6 +56,13 @@ FRAME_OVERHEAD: Final = FRAME_HEADER.size + FRAME_TRAILER.size  # 28
 MAX_FRAME_SIZE: Final = 1 << 30  # a frame's length field never exceeds 1 GiB
 MAX_SEGMENT_SIZE: Final = 1 << 32  # pointer offsets are 32-bit
 
+# Event pointer: (log id << POINTER_SHIFT) | frame offset, so pointers order like (log id, offset).
+# make_pointer / pointer_log_id / pointer_offset are the rule; the constants are for vectorised
+# code (numpy) and the few hot loops that cannot afford a call per pointer.
+POINTER_SHIFT: Final = 32
+POINTER_OFFSET_MASK: Final = (1 << POINTER_SHIFT) - 1
+MAX_LOG_ID: Final = (1 << 32) - 1  # a pointer holds the log id in 32 bits
+
 _pack_header = FRAME_HEADER.pack
 _pack_trailer = FRAME_TRAILER.pack
 _unpack_header = FRAME_HEADER.unpack_from
@@ -69,8 +82,30 @@ class FrameError(ValueError):
 
 
 def encode_frame(ftype: int, txn_id: int, seq: int, payload: bytes) -> bytes:
-    head = _pack_header(FRAME_MAGIC, ftype, 0, len(payload) + FRAME_OVERHEAD, txn_id, seq)
-    return head + payload + _pack_trailer(crc32c(payload, crc32c(head)))
+    frame = _pack_header(FRAME_MAGIC, ftype, 0, len(payload) + FRAME_OVERHEAD, txn_id, seq) + payload
+    return frame + _pack_trailer(crc32c(frame))
+
+
+def encode_frames(ftype: int, txn_id: int, first_seq: int, payloads: list[bytes]) -> list[bytes]:
+    """:func:`encode_frame` of each payload, with sequence numbers from ``first_seq`` on.
+
+    The put hot path: the body of :func:`encode_frame` is written out in the loop because a call
+    per frame costs about a third more time per frame (measured on 256-byte events); a test keeps
+    the two byte-identical.
+    """
+    pack_header, pack_trailer, magic, overhead = _pack_header, _pack_trailer, FRAME_MAGIC, FRAME_OVERHEAD
+    frames: list[bytes] = []
+    append = frames.append
+    for seq, payload in enumerate(payloads, first_seq):
+        frame = pack_header(magic, ftype, 0, len(payload) + overhead, txn_id, seq) + payload
+        append(frame + pack_trailer(crc32c(frame)))
+    return frames
+
+
+def frame_type_and_seq(frame: bytes) -> tuple[int, int]:
+    """The type and sequence number fields of an encoded frame's header (not validated)."""
+    _magic, ftype, _flags, _length, _txn_id, seq = _unpack_header(frame)
+    return ftype, seq
 
 
 Buffer = bytes | memoryview | mmap.mmap
@@ -118,6 +153,11 @@ def encode_segment_header(log_id: int, channel_id: bytes, created_ns: int) -> by
     return head + _pack_trailer(crc32c(head))
 
 
+def segment_channel_id(buf: bytes) -> bytes:
+    """The channel id field of a segment header, read without validating the header."""
+    return bytes(SEGMENT_HEADER.unpack_from(buf)[5])
+
+
 def decode_segment_header(buf: bytes) -> tuple[int, bytes, int]:
     """Return ``(log_id, channel_id, created_ns)``; raises FrameError when invalid."""
     if len(buf) < SEGMENT_HEADER_SIZE:
@@ -133,12 +173,12 @@ def decode_segment_header(buf: bytes) -> tuple[int, bytes, int]:
 
 
 def make_pointer(log_id: int, offset: int) -> int:
-    return (log_id << 32) | offset
+    return (log_id << POINTER_SHIFT) | offset
 
 
 def pointer_log_id(pointer: int) -> int:
-    return pointer >> 32
+    return pointer >> POINTER_SHIFT
 
 
 def pointer_offset(pointer: int) -> int:
-    return pointer & 0xFFFFFFFF
+    return pointer & POINTER_OFFSET_MASK

@@ -3,7 +3,11 @@
 Every read, write, sync, rename and unlink the channel performs goes through a
 :class:`FileSystem`, so tests can substitute a layer that drops unsynced writes (power loss) or
 fails with ENOSPC/EIO at a chosen call. :func:`write_atomic` is the one helper for replacing a
-small file: temporary file, write, fsync, rename, fsync of the directory.
+small file: temporary file, write, fsync, rename, fsync of the directory; :func:`read_file` the
+one for reading a small file whole (checkpoint files, ``.meta``, ``channel.id``, headers).
+
+Two reads still bypass it: the replay's scan maps a segment (``segment.scan_segment``; a
+:class:`File` has no mmap), and the checkpointer's log-size figure uses ``os.stat``.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Protocol
 
-__all__ = ["File", "FileSystem", "OsFile", "OsFileSystem", "write_atomic"]
+__all__ = ["File", "FileSystem", "OsFile", "OsFileSystem", "read_file", "write_atomic"]
 
 
 class File(Protocol):
@@ -121,6 +125,22 @@ class OsFileSystem:
     def free_bytes(self, path: str) -> int:
         st = os.statvfs(path)
         return st.f_bavail * st.f_frsize
+
+
+def read_file(fs: FileSystem, path: str, limit: int, *, expect: int | None = None) -> bytes | None:
+    """The bytes of ``path``, at most ``limit + 1`` of them (so a caller seeing more than ``limit``
+    knows the file is too large); None when it does not exist. ``expect``: a size the file must
+    have, checked before reading (a claimed size bounds nothing): a ValueError when it differs."""
+    try:
+        f = fs.open_read(path)
+    except FileNotFoundError:
+        return None
+    try:
+        if expect is not None and (actual := f.size()) != expect:
+            raise ValueError(f"{actual} bytes (expected {expect})")
+        return f.pread(limit + 1, 0)
+    finally:
+        f.close()
 
 
 def write_atomic(fs: FileSystem, path: str, data: bytes) -> None:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["EventReader"]
 
 _RUN_LIMIT = 8 << 20  # never read more than this span for one run
-_MASK = 0xFFFFFFFF
+_MASK = fmt.POINTER_OFFSET_MASK  # pointer_offset, for runs of pointers
 _HEAD = fmt.FRAME_HEADER.size
 _OVERHEAD = fmt.FRAME_OVERHEAD
 _MAGIC = fmt.FRAME_MAGIC
@@ -91,13 +91,13 @@ class EventReader:
     def _run_buffer(self, pointers: list[int], i: int, j: int) -> tuple[str, int, bytes]:
         """``(path, start, bytes)`` of the run ``pointers[i:j]``: one ``pread`` from its first
         frame to the end of its last."""
-        log_id = pointers[i] >> 32
-        start, last = pointers[i] & _MASK, pointers[j - 1] & _MASK
+        log_id = fmt.pointer_log_id(pointers[i])
+        start, last = fmt.pointer_offset(pointers[i]), fmt.pointer_offset(pointers[j - 1])
         file = self._file(log_id)
         head = file.pread(_HEAD, last)
         if len(head) < _HEAD:
             raise CorruptLogError(path=file.path, offset=last, reason="event pointer past the end of the file")
-        length = int.from_bytes(head[4:8], "little")
+        length = _unpack_header(head)[3]
         if not _OVERHEAD <= length <= fmt.MAX_FRAME_SIZE:
             raise CorruptLogError(path=file.path, offset=last, reason=f"impossible frame length {length}")
         if last + length > file.size():  # a committed frame is whole in its file
@@ -244,12 +244,13 @@ def _checked_payload(path: str, buf: bytes, view: memoryview, pos: int, start: i
 def _run_end(pointers: list[int], i: int) -> int:
     """End (exclusive) of the run starting at ``i``: same log, increasing, within _RUN_LIMIT."""
     first = pointers[i]
-    log_id, prev = first >> 32, first
-    limit = first + _RUN_LIMIT
+    prev = first
+    # Below the next log's first pointer and above ``prev`` (>= first): in the same log.
+    limit = min(first + _RUN_LIMIT, fmt.make_pointer(fmt.pointer_log_id(first) + 1, 0))
     j, n = i + 1, len(pointers)
     while j < n:
         p = pointers[j]
-        if p <= prev or p >= limit or p >> 32 != log_id:
+        if p <= prev or p >= limit:
             break
         prev = p
         j += 1

@@ -16,7 +16,7 @@ from ..errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError, S
 from . import format as fmt
 from .checkpoint import Checkpoint, load_checkpoint, written_through
 from .config import ChannelConfig
-from .fs import FileSystem, write_atomic
+from .fs import FileSystem, read_file, write_atomic
 from .proto import channel_pb2 as pb
 from .replay import ProgressFn, ReplayResult, SegmentInfo, replay
 from .segment import list_segments, meta_path, read_meta, vanished_segments
@@ -42,10 +42,10 @@ class Recovered:
 
 def recover(fs: FileSystem, config: ChannelConfig, progress: ProgressFn | None) -> Recovered:
     id_path = os.path.join(config.checkpoint_dir, CHANNEL_ID_FILE)
-    stored = _read_channel_id(id_path)
-    start, problem = _load_start(config.checkpoint_dir, stored)
+    stored = _read_channel_id(fs, id_path)
+    start, problem = _load_start(fs, config.checkpoint_dir, stored)
     tags = TagStore(config.tag_window, int(config.tag_retention_seconds * 1e9))
-    proof = written_through(config.checkpoint_dir)
+    proof = written_through(config.checkpoint_dir, fs)
     result = replay(fs, config.data_dirs, start=start, progress=progress, tags=tags, checkpoint=proof)
     found = result.channel_id or (start.meta.channel_id if start else None)
     if start is not None and result.channel_id and result.channel_id != start.meta.channel_id:
@@ -57,14 +57,14 @@ def recover(fs: FileSystem, config: ChannelConfig, progress: ProgressFn | None) 
     _check_referenced(result, paths, config)  # before changing anything: the error promises that
     _check_orphan_metas(fs, config.data_dirs, paths, proof)
     _remove_incomplete(fs, config.data_dirs, paths)
-    if result.segments and read_meta(result.segments[-1].path) is None:
+    if result.segments and read_meta(result.segments[-1].path, fs) is None:
         _seal_existing(fs, result.segments[-1], channel_id)
     if len(result.queue) > config.capacity:
         log.warning("%d events are queued but capacity is now %d: puts are refused until the channel "
                     "is drained below capacity", len(result.queue), config.capacity)
     last_id = start.meta.checkpoint_id if start else _highest_checkpoint_file_id(fs, config.checkpoint_dir)
     return Recovered(channel_id, result, start, problem, _next_log_id(fs, config.data_dirs),
-                     _marks(start, result), last_id)
+                     _marks(fs, start, result), last_id)
 
 
 def _highest_checkpoint_file_id(fs: FileSystem, directory: str) -> int:
@@ -77,9 +77,9 @@ def _highest_checkpoint_file_id(fs: FileSystem, directory: str) -> int:
     return max(ids)
 
 
-def _load_start(directory: str, channel_id: bytes | None) -> tuple[Checkpoint | None, str | None]:
+def _load_start(fs: FileSystem, directory: str, channel_id: bytes | None) -> tuple[Checkpoint | None, str | None]:
     try:
-        return load_checkpoint(directory, channel_id), None
+        return load_checkpoint(directory, channel_id, fs), None
     except CheckpointInvalid as err:
         log.warning("checkpoint not usable, rebuilding the state by a full replay of the logs: %s", err)
         return None, str(err)
@@ -140,22 +140,22 @@ def _next_log_id(fs: FileSystem, data_dirs: list[str]) -> int:
     return max(ids) + 1
 
 
-def _marks(start: Checkpoint | None, result: ReplayResult) -> list[tuple[int, int]]:
+def _marks(fs: FileSystem, start: Checkpoint | None, result: ReplayResult) -> list[tuple[int, int]]:
     """Commit-time marks; events replayed from the log get a time no later than their commit."""
     marks = list(start.marks) if start else []
     if result.puts_committed > (marks[-1][0] if marks else 0):
-        since = start.meta.written_unix_ns if start else _head_segment_created(result)
+        since = start.meta.written_unix_ns if start else _head_segment_created(fs, result)
         marks.append((result.puts_committed, since))
     return marks
 
 
-def _head_segment_created(result: ReplayResult) -> int:
+def _head_segment_created(fs: FileSystem, result: ReplayResult) -> int:
     if not len(result.queue):
         return time.time_ns()
-    head_log = result.queue.peek(1)[0] >> 32
+    head_log = fmt.pointer_log_id(result.queue.peek(1)[0])
     path = next(info.path for info in result.segments if info.log_id == head_log)
-    with open(path, "rb") as f:
-        return fmt.decode_segment_header(f.read(fmt.SEGMENT_HEADER_SIZE))[2]
+    head = read_file(fs, path, fmt.SEGMENT_HEADER_SIZE) or b""
+    return fmt.decode_segment_header(head[: fmt.SEGMENT_HEADER_SIZE])[2]
 
 
 def _seal_existing(fs: FileSystem, info: SegmentInfo, channel_id: bytes) -> None:
@@ -172,12 +172,12 @@ def _seal_existing(fs: FileSystem, info: SegmentInfo, channel_id: bytes) -> None
     write_atomic(fs, meta_path(info.path), meta.SerializeToString())
 
 
-def _read_channel_id(path: str) -> bytes | None:
-    try:
-        with open(path, encoding="ascii") as f:
-            return uuid.UUID(f.read().strip()).bytes
-    except FileNotFoundError:
+def _read_channel_id(fs: FileSystem, path: str) -> bytes | None:
+    data = read_file(fs, path, 4096)
+    if data is None:
         return None
+    try:
+        return uuid.UUID(data.decode("ascii").strip()).bytes
     except ValueError as err:
         raise ChannelIdentityError(f"{path} does not hold a channel id ({err}); restore it from a "
                                    "backup or delete it to adopt the id recorded in the logs") from None

@@ -38,7 +38,7 @@ from . import format as fmt
 from .checkpoint import Checkpoint
 from .codec import TXN_PUT, decode_commit, decode_take
 from .format import FrameType
-from .fs import FileSystem
+from .fs import FileSystem, read_file
 from .pointer_queue import PointerQueue
 from .segment import ScanResult, iter_frames, list_segments, read_meta, scan_segment, survey_headers, written_proof
 from .tags import TagRecord, TagStore
@@ -156,7 +156,7 @@ class _State:
         while removed and len(queue) and queue.peek(1)[0] in removed:
             head = queue.popleft(1)[0]
             removed.discard(head)
-            self.refs[head >> 32] -= 1
+            self.refs[fmt.pointer_log_id(head)] -= 1
 
     def finish(self) -> PointerQueue:
         self.stats.txns_dropped = len(self.puts) + len(self.takes)
@@ -184,26 +184,26 @@ def replay(fs: FileSystem, data_dirs: list[str], *, start: Checkpoint | None = N
     """
     started = time.monotonic()
     segments = sorted(seg for d in data_dirs for seg in list_segments(fs, d))
-    _check_unique_ids(segments)
+    _check_unique_ids(fs, segments)
     state, infos, channel_id = _State(start, tags), [], None
     if start is not None:
         refs = [log_id for log_id, n in start.meta.log_refcounts.items() if n]
         checkpoint = (max(checkpoint[0], start.meta.log_id, *refs), checkpoint[1] or "the checkpoint in use")
     first_log, first_offset = (start.meta.log_id, start.meta.log_offset) if start else (0, 0)
     state.truncated = start is None and bool(segments) and segments[0][0] > 1
-    lost, later = survey_headers(segments)
+    lost, later = survey_headers(segments, fs)
     for index, (log_id, path) in enumerate(segments):
         newest = not later[index]  # the last segment with a header: the one written at a crash
         damage = lost[index]
         if damage is not None:
-            _interrupted_creation(log_id, path, damage, later_written=later[index], checkpoint=checkpoint)
+            _interrupted_creation(fs, log_id, path, damage, later_written=later[index], checkpoint=checkpoint)
             continue  # recovery removes it
         if log_id < first_log:
-            infos.append(_skipped_segment(log_id, path))
+            infos.append(_skipped_segment(fs, log_id, path))
             continue
         offset = first_offset if log_id == first_log else 0
         state.in_first_segment = state.truncated and not infos
-        info, seg_channel = _replay_segment(state, log_id, path, newest=newest, offset=offset)
+        info, seg_channel = _replay_segment(fs, state, log_id, path, newest=newest, offset=offset)
         if state.in_first_segment:  # what is still pending may have begun in deleted segments
             state.first_segment_txns = set(state.puts) | set(state.takes)
             state.in_first_segment = False
@@ -238,27 +238,27 @@ def count_refs(pointers: array[int]) -> dict[int, int]:
     return dict(sorted(Counter(high_words).items()))
 
 
-def _interrupted_creation(log_id: int, path: str, damage: str, *, later_written: bool,
+def _interrupted_creation(fs: FileSystem, log_id: int, path: str, damage: str, *, later_written: bool,
                           checkpoint: tuple[int, str]) -> None:
     """A segment without its header: an interrupted creation (a warning) when nothing proves
     it was written, else SegmentLostError."""
-    proof = written_proof(path, log_id, later_written=later_written, checkpoint=checkpoint)
+    proof = written_proof(path, log_id, later_written=later_written, checkpoint=checkpoint, fs=fs)
     if proof is not None:
         raise SegmentLostError(path=path, damage=damage, proof=proof)
     log.warning("segment %s %s and nothing proves it was ever written (a crash while creating it, or a "
                 "stray file); ignoring it", path, damage)
 
 
-def _skipped_segment(log_id: int, path: str) -> SegmentInfo:
+def _skipped_segment(fs: FileSystem, log_id: int, path: str) -> SegmentInfo:
     """A segment before the checkpoint position: known from its .meta, not read."""
-    meta = read_meta(path)
+    meta = read_meta(path, fs)
     if meta is None:
         raise CorruptLogError(path=path, offset=0,
                               reason="segment before the checkpoint position has no .meta: it was never sealed")
     return SegmentInfo(log_id, path, meta.data_end, 0, meta.frames, meta.first_seq, meta.last_seq)
 
 
-def _replay_segment(state: _State, log_id: int, path: str, *, newest: bool,
+def _replay_segment(fs: FileSystem, state: _State, log_id: int, path: str, *, newest: bool,
                     offset: int = 0) -> tuple[SegmentInfo, bytes]:
     image, _size = scan_segment(path)
     results: list[ScanResult] = []
@@ -271,7 +271,7 @@ def _replay_segment(state: _State, log_id: int, path: str, *, newest: bool,
     scan = results[0]
     if scan.log_id != log_id:
         raise CorruptLogError(path=path, offset=0, reason=f"header names log id {scan.log_id}")
-    _check_sealed(path, scan, newest=newest)
+    _check_sealed(fs, path, scan, newest=newest)
     if scan.torn_bytes:
         log.warning("%s: dropping a torn tail of %d bytes at offset %d (uncommitted writes of a crash)",
                     path, scan.torn_bytes, scan.data_end)
@@ -283,7 +283,7 @@ def _replay_segment(state: _State, log_id: int, path: str, *, newest: bool,
 def _apply_frames(state: _State, image, log_id: int, path: str, *, newest: bool,  # type: ignore[no-untyped-def]
                   results: list[ScanResult], start: int = 0) -> tuple[int, int, int]:
     """Apply one segment's frames; returns its (frame count, first PUT seq, last PUT seq)."""
-    log_base = log_id << 32
+    log_base = fmt.make_pointer(log_id, 0)  # | offset: make_pointer, without a call per frame
     puts, takes = state.puts, state.takes
     max_txn = state.max_txn
     frames = 0
@@ -331,8 +331,8 @@ def _decoded(decode: Callable[[bytes], _T], payload: bytes, path: str, offset: i
                               reason=f"frame payload is not a valid message ({err})") from None
 
 
-def _check_sealed(path: str, scan: ScanResult, *, newest: bool) -> None:
-    meta = read_meta(path)
+def _check_sealed(fs: FileSystem, path: str, scan: ScanResult, *, newest: bool) -> None:
+    meta = read_meta(path, fs)
     if meta is None:
         if not newest:
             log.warning("%s has no .meta although it is not the newest segment; trusting its frames", path)
@@ -345,20 +345,22 @@ def _check_sealed(path: str, scan: ScanResult, *, newest: bool) -> None:
                    "overwritten after it was sealed")
 
 
-def _check_unique_ids(segments: list[tuple[int, str]]) -> None:
+def _check_unique_ids(fs: FileSystem, segments: list[tuple[int, str]]) -> None:
     for log_id, path in segments:
-        if log_id >= 1 << 32:  # an event pointer holds the log id in 32 bits
+        if log_id > fmt.MAX_LOG_ID:
             raise CorruptLogError(path=path, offset=0, reason=f"log id {log_id} is beyond 2^32: not a segment of "
                                                               "this channel; move the file away")
     for (a, first), (b, second) in zip(segments, segments[1:], strict=False):
         if a == b:
-            _same_channel(_header_channel_id(first), _header_channel_id(second), second)
+            _same_channel(_header_channel_id(fs, first), _header_channel_id(fs, second), second)
             raise CorruptLogError(path=second, offset=0, reason=f"log id {a} also exists as {first}")
 
 
-def _header_channel_id(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read(fmt.SEGMENT_HEADER_SIZE)[24:40]
+def _header_channel_id(fs: FileSystem, path: str) -> bytes:
+    head = read_file(fs, path, fmt.SEGMENT_HEADER_SIZE) or b""
+    if len(head) < fmt.SEGMENT_HEADER_SIZE:
+        return b""  # no header: identifies no channel (the scan reports the file)
+    return fmt.segment_channel_id(head)
 
 
 def _same_channel(known: bytes | None, found: bytes, path: str) -> bytes:

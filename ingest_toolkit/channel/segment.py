@@ -21,7 +21,7 @@ from google.protobuf.message import DecodeError
 from ..errors import CorruptLogError
 from . import format as fmt
 from .format import FrameError
-from .fs import File, FileSystem, write_atomic
+from .fs import File, FileSystem, OsFileSystem, read_file, write_atomic
 from .proto import channel_pb2 as pb
 from .tail import all_zero, classify_tail
 
@@ -53,12 +53,10 @@ def list_segments(fs: FileSystem, directory: str) -> list[tuple[int, str]]:
     return found
 
 
-def read_meta(path: str) -> pb.SegmentMeta | None:
+def read_meta(path: str, fs: FileSystem | None = None) -> pb.SegmentMeta | None:
     """The segment's ``.meta``; None when it has none. Raises CorruptLogError when unreadable."""
-    try:
-        with open(meta_path(path), "rb") as f:
-            data = f.read(_MAX_META_BYTES + 1)
-    except FileNotFoundError:
+    data = read_file(fs or OsFileSystem(), meta_path(path), _MAX_META_BYTES)
+    if data is None:
         return None
     if len(data) > _MAX_META_BYTES:
         raise CorruptLogError(path=meta_path(path), offset=0, reason=f"larger than {_MAX_META_BYTES} bytes: not "
@@ -72,16 +70,15 @@ def read_meta(path: str) -> pb.SegmentMeta | None:
     return meta
 
 
-def header_lost(path: str) -> str | None:
+def header_lost(path: str, fs: FileSystem | None = None) -> str | None:
     """How the segment at ``path`` lost its header: it is empty, shorter than the header, or
     its header is all zeros (what a crash while creating it leaves, and what a lost inode or a
     bad restore leaves). None when the header's bytes are there (a damaged header is then
     reported by the scan, at offset 0)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(fmt.SEGMENT_HEADER_SIZE)
-    except FileNotFoundError:
+    head = read_file(fs or OsFileSystem(), path, fmt.SEGMENT_HEADER_SIZE)
+    if head is None:
         return "is missing"
+    head = head[: fmt.SEGMENT_HEADER_SIZE]
     if not head:
         return "is empty (0 bytes)"
     if len(head) < fmt.SEGMENT_HEADER_SIZE:
@@ -91,10 +88,11 @@ def header_lost(path: str) -> str | None:
     return None
 
 
-def survey_headers(segments: list[tuple[int, str]]) -> tuple[list[str | None], list[bool]]:
+def survey_headers(segments: list[tuple[int, str]],
+                   fs: FileSystem | None = None) -> tuple[list[str | None], list[bool]]:
     """For segments in log order: :func:`header_lost` of each, and whether a later segment with
     its header exists (proof that this one was written: segments are created one at a time)."""
-    lost = [header_lost(path) for _log_id, path in segments]
+    lost = [header_lost(path, fs) for _log_id, path in segments]
     later, seen = [False] * len(segments), False
     for i in range(len(segments) - 1, -1, -1):
         later[i] = seen
@@ -103,7 +101,7 @@ def survey_headers(segments: list[tuple[int, str]]) -> tuple[list[str | None], l
 
 
 def written_proof(path: str, log_id: int, *, later_written: bool,
-                  checkpoint: tuple[int, str] = (0, "")) -> str | None:
+                  checkpoint: tuple[int, str] = (0, ""), fs: FileSystem | None = None) -> str | None:
     """What proves segment ``log_id`` was written completely at least once; None when nothing does.
 
     A segment is created (header synced, directory synced) before any frame, any later segment
@@ -113,7 +111,7 @@ def written_proof(path: str, log_id: int, *, later_written: bool,
     an interrupted creation (or a stray file)."""
     if log_id == 0:
         return None  # log ids start at 1: never a segment the channel wrote
-    if os.path.exists(meta_path(path)):
+    if (fs or OsFileSystem()).exists(meta_path(path)):
         return f"it was sealed (its .meta {os.path.basename(meta_path(path))} exists)"
     if later_written:
         return "a later segment exists"

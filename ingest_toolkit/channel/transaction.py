@@ -5,6 +5,10 @@ are framed (sequence number, checksum) as they arrive and buffered; past ``spill
 written to the log ahead of the commit (without a sync), which bounds memory for large
 transactions. Takes pop pointers from the queue head, which hides them from other takers until
 the transaction ends.
+
+A transaction knows its channel only through :class:`TransactionHost`, the few calls it makes
+(capacity and sequence numbers, spilling, taking, ending): this module does not import the
+channel, which imports it.
 """
 
 from __future__ import annotations
@@ -12,9 +16,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING
-
-from crc32c import crc32c
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import EventTooLargeError, TransactionCapacityError, TransactionError
 from . import format as fmt
@@ -22,16 +24,12 @@ from .codec import SMALL_VARINTS, Event, EventColumns, encode_put, encode_put_pa
 from .tags import TagRecord
 
 if TYPE_CHECKING:
-    from .channel import FileChannel
     from .columnar import ArrowColumns
+    from .config import ChannelConfig
 
-__all__ = ["Transaction", "TxnKind", "TxnState"]
+__all__ = ["Transaction", "TransactionHost", "TxnKind", "TxnState", "take_chunks"]
 
-_pack_header = fmt.FRAME_HEADER.pack
-_pack_crc = fmt.FRAME_TRAILER.pack
-_MAGIC = fmt.FRAME_MAGIC
 _PUT = int(fmt.FrameType.PUT)
-_OVERHEAD = fmt.FRAME_OVERHEAD
 
 
 class TxnKind(enum.Enum):
@@ -46,10 +44,44 @@ class TxnState(enum.Enum):
     UNKNOWN = "unknown"  # the commit was written but its sync failed
 
 
+class TransactionHost(Protocol):
+    """What a transaction needs of its channel (:class:`~ingest_toolkit.channel.FileChannel`).
+
+    Each call takes the channel's lock itself; a transaction holds no lock between calls.
+    """
+
+    @property
+    def config(self) -> ChannelConfig: ...
+
+    def txn_reserve(self, n: int) -> int:
+        """Take ``n`` capacity slots and sequence numbers (waiting for room); the first one."""
+        ...
+
+    def txn_spill(self, tx: Transaction) -> None:
+        """Write ``tx.frames`` to the log ahead of the commit and move their pointers to ``tx.spilled``."""
+        ...
+
+    def txn_take_columns(self, tx: Transaction, n: int) -> EventColumns:
+        """Pop up to ``n`` events into ``tx`` and read them as columns."""
+        ...
+
+    def txn_take_arrow(self, tx: Transaction, n: int) -> ArrowColumns:
+        """Pop up to ``n`` events into ``tx`` and read them as an Arrow table."""
+        ...
+
+    def txn_commit(self, tx: Transaction) -> None:
+        """Make ``tx`` durable and visible (or raise, leaving it open or unknown)."""
+        ...
+
+    def txn_rollback(self, tx: Transaction) -> None:
+        """Undo ``tx`` (no-op when it is no longer open)."""
+        ...
+
+
 class Transaction:
     """Use as a context manager: commit on normal exit, roll back on an exception."""
 
-    def __init__(self, channel: FileChannel, txn_id: int, tag: str | None = None) -> None:
+    def __init__(self, channel: TransactionHost, txn_id: int, tag: str | None = None) -> None:
         self._channel = channel
         self.txn_id = txn_id
         self.tag = tag  # validated by FileChannel.transaction; puts only
@@ -74,9 +106,8 @@ class Transaction:
         limit = self._channel.config.max_event_size
         if len(payload) > limit:
             raise EventTooLargeError(size=len(payload), limit=limit)
-        seq = self._channel._reserve(1)
-        frame = _pack_header(_MAGIC, _PUT, 0, len(payload) + _OVERHEAD, self.txn_id, seq) + payload
-        frame += _pack_crc(crc32c(frame))
+        seq = self._channel.txn_reserve(1)
+        frame = fmt.encode_frame(_PUT, self.txn_id, seq, payload)
         self.frames.append(frame)
         self._added(seq, seq, 1, len(frame))
         return seq
@@ -98,14 +129,10 @@ class Transaction:
         largest = max(map(len, payloads), default=0)
         if largest > limit:
             raise EventTooLargeError(size=largest, limit=limit)
-        first = self._channel._reserve(len(payloads))
-        txn, frames, nbytes = self.txn_id, self.frames, 0
-        for seq, payload in enumerate(payloads, first):
-            frame = _pack_header(_MAGIC, _PUT, 0, len(payload) + _OVERHEAD, txn, seq) + payload
-            frame += _pack_crc(crc32c(frame))
-            frames.append(frame)
-            nbytes += len(frame)
-        self._added(first, first + len(payloads) - 1, len(payloads), nbytes)
+        first = self._channel.txn_reserve(len(payloads))
+        frames = fmt.encode_frames(_PUT, self.txn_id, first, payloads)
+        self.frames.extend(frames)
+        self._added(first, first + len(payloads) - 1, len(payloads), sum(map(len, frames)))
         return list(range(first, first + len(payloads)))
 
     def _added(self, first: int, last: int, count: int, nbytes: int) -> None:
@@ -114,7 +141,7 @@ class Transaction:
         self.count += count
         self.buffered_bytes += nbytes
         if self.buffered_bytes >= self._channel.config.spill_bytes:
-            self._channel._spill(self)
+            self._channel.txn_spill(self)
 
     # -- takes ----------------------------------------------------------------------------
     def take(self, max_events: int = 1) -> list[Event]:
@@ -132,7 +159,7 @@ class Transaction:
         if max_events < 0:
             raise ValueError("max_events must be >= 0")
         self._begin(TxnKind.TAKE, max_events)
-        return self._channel._take(self, max_events, self._channel._reader.read_columns)
+        return self._channel.txn_take_columns(self, max_events)
 
     def take_arrow(self, max_events: int = 1) -> ArrowColumns:
         """:meth:`take`, returning the events as :class:`~ingest_toolkit.channel.columnar.ArrowColumns`
@@ -142,23 +169,23 @@ class Transaction:
         if max_events < 0:
             raise ValueError("max_events must be >= 0")
         self._begin(TxnKind.TAKE, max_events)
-        return self._channel._take(self, max_events, self._channel._reader.read_arrow)
+        return self._channel.txn_take_arrow(self, max_events)
 
     # -- ending ---------------------------------------------------------------------------
     def commit(self) -> None:
         """Make the transaction durable (per the channel's durability) and visible."""
         self._check_open()
         try:
-            self._channel._commit(self)
+            self._channel.txn_commit(self)
         except BaseException:
             if self.state is TxnState.OPEN:
-                self._channel._rollback(self)
+                self._channel.txn_rollback(self)
             raise
 
     def rollback(self) -> None:
         """Undo the transaction: puts are discarded, taken events go back to the head."""
         self._check_open()
-        self._channel._rollback(self)
+        self._channel.txn_rollback(self)
 
     def __enter__(self) -> Transaction:
         return self
@@ -170,7 +197,7 @@ class Transaction:
         if exc_type is None:
             self.commit()
         else:
-            self._channel._rollback(self)
+            self._channel.txn_rollback(self)
 
     def _begin(self, kind: TxnKind, more: int) -> None:
         self._check_open()
@@ -196,6 +223,17 @@ class Transaction:
         kind = self.kind.value if self.kind else "empty"
         tag = f" tag={self.tag!r}" if self.tag is not None else ""
         return f"<Transaction {self.txn_id} {kind} {self.state.value} events={self.count}{tag}>"
+
+
+def take_chunks(txns: list[Transaction]) -> list[tuple[int, list[int]]]:
+    """The pointers of open takes as (txn id, chunk) in the order they left the queue head."""
+    chunks = []
+    for tx in txns:
+        if tx.kind is TxnKind.TAKE and tx.taken:
+            bounds = [start for _order, start in tx.take_chunks] + [len(tx.taken)]
+            for (order, start), end in zip(tx.take_chunks, bounds[1:], strict=True):
+                chunks.append((order, tx.txn_id, tx.taken[start:end]))
+    return [(txn, pointers) for _order, txn, pointers in sorted(chunks)]
 
 
 def _payload(event: Event) -> bytes:

@@ -1,4 +1,4 @@
-"""Child process of the checkpoint crash tests (``test_checkpoint.py``): commits and checkpoints
+"""Child process of the checkpoint crash tests (``test_checkpoint_crash.py``): commits and checkpoints
 until it is killed.
 
 Run it by path with the test's interpreter::

@@ -17,7 +17,8 @@ files, files written before the layer existed) are left alone; a pre-existing fi
 durable, with its current bytes, the first time the layer touches it.
 
 Faults: :meth:`FaultyFileSystem.inject` makes the n-th call of an operation raise ``OSError``
-(once or from then on), optionally after a partial ``pwrite``; :meth:`crash_after` cuts the power
+(once or from then on), optionally after a partial ``pwrite``, or makes a ``pread`` come back
+short; :meth:`crash_after` cuts the power
 right after the n-th completed mutating operation; ``free_bytes_override`` fakes the free space.
 
 After a crash the layer is *dead*: every further call raises ``OSError(EIO)`` and writes nothing,
@@ -55,6 +56,8 @@ class Fault:
     writes this many bytes (capped below the full length). ``path_pattern``: only calls on
     paths matching this regular expression (``re.search``) count. ``min_offset``: only
     ``pwrite``/``allocate`` calls at this offset or beyond count (e.g. appends, not headers).
+    ``short``: a firing ``pread`` returns only this many bytes (at most) instead of raising: a
+    file that ended early, as a file truncated behind the reader's back reads.
     """
 
     op: str
@@ -64,6 +67,7 @@ class Fault:
     partial: int | None = None
     path_pattern: str | None = None
     min_offset: int = 0
+    short: int | None = None
     seen: int = 0
     fired: int = 0
 
@@ -143,7 +147,11 @@ class FaultyFile:
         self._fs._done("pwrite", self._abspath)
 
     def pread(self, size: int, offset: int) -> bytes:
-        self._fs._raise_if_faulty("pread", self._abspath)
+        fault = self._fs._check("pread", self._abspath)
+        if fault is not None:
+            if fault.short is None:
+                raise fault.oserror(self.path)
+            return self._real.pread(min(size, fault.short), offset)
         return self._real.pread(size, offset)
 
     def sync(self) -> None:
@@ -194,13 +202,16 @@ class FaultyFileSystem:
 
     # -- fault control --------------------------------------------------------------------
     def inject(self, op: str, *, nth: int = 1, error: int = errno.EIO, persistent: bool = False,
-               partial: int | None = None, path_pattern: str | None = None, min_offset: int = 0) -> Fault:
+               partial: int | None = None, path_pattern: str | None = None, min_offset: int = 0,
+               short: int | None = None) -> Fault:
         """Fail the ``nth`` next matching call of ``op``; returns the fault (see :class:`Fault`)."""
         if op not in FAULT_OPS:
             raise ValueError(f"cannot inject into {op!r}; choose one of {sorted(FAULT_OPS)}")
         if partial is not None and op != "pwrite":
             raise ValueError("partial applies to pwrite only")
-        fault = Fault(op, nth, error, persistent, partial, path_pattern, min_offset)
+        if short is not None and op != "pread":
+            raise ValueError("short applies to pread only")
+        fault = Fault(op, nth, error, persistent, partial, path_pattern, min_offset, short)
         self._faults.append(fault)
         return fault
 

@@ -153,6 +153,21 @@ def test_frame_round_trip_and_every_byte_flip_is_detected(
             fmt.check_frame(bytes(damaged), 0, len(damaged))
 
 
+@given(st.integers(0, 2**64 - 1), st.integers(0, 2**63), st.lists(st.binary(max_size=300), max_size=20))
+def test_encode_frames_is_encode_frame_of_each_payload(txn: int, first: int, payloads: list[bytes]) -> None:
+    """The put hot path writes encode_frame out in a loop: the bytes must be the same."""
+    frames = fmt.encode_frames(fmt.FrameType.PUT, txn, first, payloads)
+    assert frames == [fmt.encode_frame(fmt.FrameType.PUT, txn, first + i, p) for i, p in enumerate(payloads)]
+    assert [fmt.frame_type_and_seq(f) for f in frames] == [(fmt.FrameType.PUT, first + i) for i in range(len(payloads))]
+
+
+@given(st.integers(0, fmt.MAX_LOG_ID), st.integers(0, fmt.MAX_SEGMENT_SIZE - 1))
+def test_pointers_order_like_log_id_then_offset(log_id: int, offset: int) -> None:
+    pointer = fmt.make_pointer(log_id, offset)
+    assert (fmt.pointer_log_id(pointer), fmt.pointer_offset(pointer)) == (log_id, offset)
+    assert fmt.make_pointer(log_id, fmt.MAX_SEGMENT_SIZE - 1) < fmt.make_pointer(log_id + 1, 0)
+
+
 def test_truncated_frame_is_rejected_at_every_length() -> None:
     frame = fmt.encode_frame(fmt.FrameType.PUT, 1, 2, encode_put(b"x" * 100, {}))
     for cut in range(len(frame)):
@@ -164,6 +179,7 @@ def test_segment_header_round_trip_and_validation() -> None:
     header = fmt.encode_segment_header(9, bytes(range(16)), 123)
     assert len(header) == fmt.SEGMENT_HEADER_SIZE
     assert fmt.decode_segment_header(header) == (9, bytes(range(16)), 123)
+    assert fmt.segment_channel_id(header) == bytes(range(16))
     with pytest.raises(fmt.FrameError, match="checksum"):
         fmt.decode_segment_header(header[:20] + b"\xff" + header[21:])
     with pytest.raises(fmt.FrameError, match="not a log segment"):

@@ -18,19 +18,15 @@ Set ``CRASH_SEED`` to repeat a run's random choices (kill timing depends on the 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
 import signal
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -39,25 +35,14 @@ from ingest_toolkit.channel import Event, FileChannel
 from ingest_toolkit.errors import ChannelLockedError
 from tests.soak import soak
 
-CHILD_PATH = Path(__file__).with_name("crash_child.py")
+from .child_driver import HERE, LINE_TIMEOUT, ChildLog, ChildProcess, crash_child
+
+CHILD_PATH = HERE / "crash_child.py"
 TRIALS = 50
 SLOW_TRIALS = soak(200)  # INGEST_SOAK scales it (tests/soak.py)
 PAGE_CACHE_TRIALS = 20
 TRIALS_PER_DIRS = 25
 EARLY_KILL_SHARE = 0.1  # trials that kill the child while it opens (recovers) the channel
-LINE_TIMEOUT = 60.0
-
-
-def _load_child_module() -> ModuleType:
-    """Import crash_child.py by path (works whether or not tests/ is a package)."""
-    spec = importlib.util.spec_from_file_location("_crash_child", CHILD_PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-child_mod = _load_child_module()
 
 
 @dataclass(frozen=True)
@@ -70,119 +55,17 @@ class Dirs:
         return cls(root / "checkpoint", (root / "data-a", root / "data-b"))
 
     def settings(self, durability: str) -> dict[str, Any]:
-        return child_mod.channel_settings(str(self.checkpoint), [str(d) for d in self.data], durability)  # type: ignore[no-any-return]
+        return crash_child.channel_settings(str(self.checkpoint), [str(d) for d in self.data], durability)  # type: ignore[no-any-return]
 
     def argv(self) -> list[str]:
         return [str(self.checkpoint), *(str(d) for d in self.data)]
 
 
-class Child:
-    """A running crash_child.py; a thread collects its stdout so it never blocks on the pipe."""
-
-    def __init__(self, dirs: Dirs, *, seed: int, durability: str, stderr: Path) -> None:
-        argv = [sys.executable, str(CHILD_PATH), *dirs.argv(), "--seed", str(seed),
-                "--durability", durability, "--wait-go"]
-        self.stderr_path = stderr
-        with open(stderr, "wb") as err:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
-        self.pid = self.proc.pid
-        self._raw: list[bytes] = []
-        self._eof = False
-        self._cond = threading.Condition()
-        self._thread = threading.Thread(target=self._collect, daemon=True)
-        self._thread.start()
-
-    def _collect(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            with self._cond:
-                self._raw.append(raw)
-                self._cond.notify_all()
-        with self._cond:
-            self._eof = True
-            self._cond.notify_all()
-
-    def go(self, start: int) -> None:
-        """Let the child open the channel; its first put gets counter ``start``."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(f"go {start}\n".encode())
-        self.proc.stdin.flush()
-
-    def wait_for(self, word: str, timeout: float = LINE_TIMEOUT) -> bool:
-        """Wait for a line starting with ``word``; False if the child ended without one."""
-        def seen() -> bool:
-            return self._eof or any(raw.startswith(word.encode()) for raw in self._raw)
-        with self._cond:
-            self._cond.wait_for(seen, timeout)
-            return any(raw.startswith(word.encode()) for raw in self._raw)
-
-    def kill(self) -> list[str]:
-        """SIGKILL the child; returns every complete line it wrote (a torn last line is dropped)."""
-        if self.proc.poll() is None:
-            os.kill(self.pid, signal.SIGKILL)
-        self.proc.wait()
-        self._thread.join(LINE_TIMEOUT)
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        return [raw.decode().rstrip("\n") for raw in self._raw if raw.endswith(b"\n")]
-
-    def describe(self) -> str:
-        stderr = self.stderr_path.read_text(errors="replace")[-3000:]
-        tail = b"".join(self._raw[-15:]).decode(errors="replace")[-3000:]
-        return f"child pid {self.pid} exit {self.proc.returncode}\nlast stdout:\n{tail}\nstderr:\n{stderr}"
-
-
-class ChildLog:
-    """Replays a child's report over the queue it started from; tells what the log may hold."""
-
-    def __init__(self, queue: list[int]) -> None:
-        self.queue = list(queue)
-        self.pending: tuple[str, list[int]] | None = None
-        self.max_counter = 0
-        self.commits = 0
-
-    def apply(self, line: str) -> None:
-        word, *args = line.split()
-        if word == "READY":
-            assert int(args[0]) == len(self.queue), f"child opened with {args[0]} events, expected {len(self.queue)}"
-        elif word == "BEGIN":
-            self._begin(args[0], [int(a) for a in args[1:]])
-        elif word in ("OK", "RB"):
-            self._end(word, args[0])
-        else:
-            assert word == "OPENING", f"child reported {line!r}"
-
-    def _begin(self, kind: str, numbers: list[int]) -> None:
-        assert self.pending is None, f"BEGIN {kind} while {self.pending} is open"
-        if kind in ("put", "putrb"):
-            counters = list(range(numbers[0], numbers[1] + 1))
-            self.max_counter = max(self.max_counter, numbers[1])
-        else:
-            counters = numbers[1:]
-            assert len(counters) == numbers[0]
-            head = self.queue[: len(counters)]
-            assert counters == head, f"take batch not in FIFO order: took {counters}, queue head {head}"
-        self.pending = (kind, counters)
-
-    def _end(self, word: str, kind: str) -> None:
-        assert self.pending is not None, f"{word} {kind} without BEGIN"
-        pending_kind, counters = self.pending
-        assert pending_kind == {"OK": kind, "RB": kind + "rb"}[word], f"{word} {kind} ends {pending_kind}"
-        if pending_kind == "put":
-            self.queue.extend(counters)
-        elif pending_kind == "take":
-            del self.queue[: len(counters)]
-        self.commits += word == "OK"
-        self.pending = None
-
-    def candidates(self) -> list[list[int]]:
-        """The queues recovery may produce: the in-doubt commit (if any) either way."""
-        if self.pending is None or self.pending[0] in ("putrb", "takerb"):
-            return [self.queue]  # a rollback, even one cut short, never shows
-        kind, counters = self.pending
-        if kind == "put":
-            return [self.queue, self.queue + counters]
-        return [self.queue, self.queue[len(counters):]]
+def start_child(dirs: Dirs, *, seed: int, durability: str, stderr: Path) -> ChildProcess:
+    """Start crash_child.py on ``dirs``; it waits for :meth:`ChildProcess.go`."""
+    argv = [sys.executable, str(CHILD_PATH), *dirs.argv(), "--seed", str(seed), "--durability", durability,
+            "--wait-go"]
+    return ChildProcess(argv, stderr=stderr)
 
 
 def read_channel(dirs: Dirs, durability: str) -> list[Event]:
@@ -197,9 +80,9 @@ def read_channel(dirs: Dirs, durability: str) -> list[Event]:
 
 
 def check_queue(events: list[Event], log: ChildLog, context: str) -> list[int]:
-    counters = [child_mod.counter_of(e) for e in events]
+    counters = [crash_child.counter_of(e) for e in events]
     damaged = [c for e, c in zip(events, counters, strict=True)
-               if e.body != child_mod.body_for(c) or dict(e.headers) != child_mod.headers_for(c)]
+               if e.body != crash_child.body_for(c) or dict(e.headers) != crash_child.headers_for(c)]
     assert not damaged, f"events with wrong body or headers: {damaged[:10]}\n{context}"
     seqs = [e.seq for e in events]
     assert all(a < b for a, b in pairwise(seqs)), f"sequence numbers out of order\n{context}"
@@ -228,7 +111,7 @@ class CrashRun:
     dirs: Dirs = field(init=False)
     queue: list[int] = field(default_factory=list)
     next_counter: int = 1
-    children: list[Child] = field(default_factory=list)  # started, not yet killed
+    children: list[ChildProcess] = field(default_factory=list)  # started, not yet killed
     in_doubt: dict[str, int] = field(default_factory=dict)
     commits: int = 0
     started: int = 0
@@ -237,9 +120,9 @@ class CrashRun:
         self.root.mkdir(parents=True, exist_ok=True)
         self.dirs = Dirs.under(self.root / "dirs-0")
 
-    def spawn(self) -> Child:
+    def spawn(self) -> ChildProcess:
         """Start a child on the current directories; it imports, then waits for "go"."""
-        child = Child(self.dirs, seed=self.rng.randrange(1 << 31), durability=self.durability,
+        child = start_child(self.dirs, seed=self.rng.randrange(1 << 31), durability=self.durability,
                       stderr=self.root / f"child-{self.started}.err")
         self.children.append(child)
         self.started += 1
@@ -250,7 +133,7 @@ class CrashRun:
             child.kill()
 
 
-def crash_once(child: Child, run: CrashRun, *, spawn_next: bool) -> tuple[list[str], Child | None]:
+def crash_once(child: ChildProcess, run: CrashRun, *, spawn_next: bool) -> tuple[list[str], ChildProcess | None]:
     """Let the child open the channel, kill it at a random moment; returns its report.
 
     The next child is started while this one works, so that its start-up costs no time.
@@ -267,7 +150,7 @@ def crash_once(child: Child, run: CrashRun, *, spawn_next: bool) -> tuple[list[s
 
 
 def run_trials(run: CrashRun, trials: int) -> None:
-    child: Child | None = run.spawn()
+    child: ChildProcess | None = run.spawn()
     try:
         for trial in range(1, trials + 1):
             assert child is not None
@@ -276,7 +159,7 @@ def run_trials(run: CrashRun, trials: int) -> None:
         run.kill_all()
 
 
-def _trial(run: CrashRun, child: Child, trial: int, *, last: bool) -> Child | None:
+def _trial(run: CrashRun, child: ChildProcess, trial: int, *, last: bool) -> ChildProcess | None:
     dirs = run.dirs
     if trial % TRIALS_PER_DIRS == 0:  # the next child starts on fresh directories
         run.dirs = Dirs.under(run.root / f"dirs-{trial}")
@@ -297,11 +180,6 @@ def _trial(run: CrashRun, child: Child, trial: int, *, last: bool) -> Child | No
         run.in_doubt[key] = run.in_doubt.get(key, 0) + 1
     run.commits += log.commits
     return following
-
-
-@pytest.fixture
-def crash_seed() -> int:
-    return int(os.environ.get("CRASH_SEED", random.randrange(1 << 32)))
 
 
 def _crash_test(tmp_path: Path, seed: int, durability: str, trials: int) -> None:
@@ -331,10 +209,10 @@ def test_sigkill_many_trials(tmp_path: Path, crash_seed: int) -> None:
 
 
 @pytest.fixture
-def holder(tmp_path: Path) -> Iterator[tuple[Dirs, Child]]:
+def holder(tmp_path: Path) -> Iterator[tuple[Dirs, ChildProcess]]:
     """A child that holds the channel open (and keeps working)."""
     dirs = Dirs.under(tmp_path)
-    child = Child(dirs, seed=7, durability="fsync", stderr=tmp_path / "holder.err")
+    child = start_child(dirs, seed=7, durability="fsync", stderr=tmp_path / "holder.err")
     try:
         child.go(1)
         assert child.wait_for("READY"), child.describe()
@@ -343,7 +221,7 @@ def holder(tmp_path: Path) -> Iterator[tuple[Dirs, Child]]:
         child.kill()
 
 
-def test_second_process_is_refused_naming_the_holder(holder: tuple[Dirs, Child]) -> None:
+def test_second_process_is_refused_naming_the_holder(holder: tuple[Dirs, ChildProcess]) -> None:
     dirs, child = holder
     with pytest.raises(ChannelLockedError) as raised:
         FileChannel(**dirs.settings("fsync"))
@@ -351,7 +229,7 @@ def test_second_process_is_refused_naming_the_holder(holder: tuple[Dirs, Child])
     assert f"pid {child.pid}" in str(raised.value)
 
 
-def test_lock_is_free_after_the_holder_is_killed(holder: tuple[Dirs, Child]) -> None:
+def test_lock_is_free_after_the_holder_is_killed(holder: tuple[Dirs, ChildProcess]) -> None:
     dirs, child = holder
     lines = child.kill()
     log = ChildLog([])
@@ -363,7 +241,7 @@ def test_lock_is_free_after_the_holder_is_killed(holder: tuple[Dirs, Child]) -> 
 def test_child_is_refused_while_this_process_holds_the_channel(tmp_path: Path) -> None:
     dirs = Dirs.under(tmp_path)
     with FileChannel(**dirs.settings("fsync")):
-        child = Child(dirs, seed=1, durability="fsync", stderr=tmp_path / "refused.err")
+        child = start_child(dirs, seed=1, durability="fsync", stderr=tmp_path / "refused.err")
         child.go(1)
         assert child.proc.wait(LINE_TIMEOUT) == 3, child.describe()
         lines = child.kill()

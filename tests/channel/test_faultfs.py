@@ -123,6 +123,18 @@ def test_partial_pwrite_writes_a_prefix_then_fails(tmp_path: Path) -> None:
     assert (tmp_path / "f").read_bytes() == b"0123"
 
 
+def test_short_pread_returns_a_prefix_once_then_reads_whole(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"0123456789")
+    fs = FaultyFileSystem()
+    fs.inject("pread", short=3)
+    f = fs.open_read(str(tmp_path / "f"))
+    assert f.pread(10, 0) == b"012"
+    assert f.pread(10, 0) == b"0123456789"
+    f.close()
+    with pytest.raises(ValueError, match="pread only"):
+        fs.inject("pwrite", short=3)
+
+
 def test_path_filter_and_free_bytes_override(tmp_path: Path) -> None:
     fs = FaultyFileSystem()
     fs.inject("create", path_pattern=r"\.meta$")

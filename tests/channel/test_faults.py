@@ -641,3 +641,61 @@ def test_read_eio_during_take_raises_an_ingest_error_and_keeps_the_events(tmp_pa
     finally:
         assert drain(ch) == committed, "events whose read failed must stay at the head"
         ch.close()
+
+
+# -- read errors while opening: checkpoint, segment headers and .meta go through the FileSystem --
+def _checkpointed(root: Path) -> list[Item]:
+    """A channel with a checkpoint, sealed segments (each with .meta) and events after the
+    checkpoint, closed without a final checkpoint; returns the queue."""
+    cfg = settings(root, checkpoint_on_close=False)
+    with FileChannel(**cfg) as ch:
+        committed = put_committed(ch, bodies("a", 400, 300))  # about two segments
+        ch.checkpoint()
+        committed += put_committed(ch, bodies("b", 5))
+    return committed
+
+
+@pytest.mark.parametrize("target", [r"checkpoint\.meta$", r"checkpoint-\d+\.queue$", r"channel\.id$",
+                                    r"log-\d+$", r"log-\d+\.meta$"])
+def test_eio_reading_at_open_fails_the_open_and_changes_nothing(tmp_path: Path, target: str) -> None:
+    """Every file the open reads is read through the FileSystem: an EIO on any of them stops the
+    open with an error naming the file, and a later open (the disk healthy again) loses nothing."""
+    committed = _checkpointed(tmp_path)
+    fs = FaultyFileSystem()
+    fault = fs.inject("pread", error=errno.EIO, path_pattern=target)
+    with pytest.raises(OSError) as info:
+        FileChannel(fs=fs, **settings(tmp_path))
+    assert fault.fired == 1, f"the open read no file matching {target} through the FileSystem"
+    assert re.search(target, str(info.value.filename)), info.value
+    assert recovered(tmp_path) == committed
+
+
+@pytest.mark.parametrize("target", [r"checkpoint\.meta$", r"checkpoint-\d+\.queue$", r"checkpoint-\d+\.inflight$"])
+@pytest.mark.parametrize("short", [0, 7, -1], ids=["empty", "7-bytes", "all-but-one"])
+def test_short_read_of_a_checkpoint_file_falls_back_to_a_full_replay(
+        tmp_path: Path, target: str, short: int) -> None:
+    """A checkpoint file that reads back shorter than written is refused (length and checksum),
+    never half-used: the open rebuilds the state from the logs and names the file."""
+    committed = _checkpointed(tmp_path)
+    size = next(p.stat().st_size for p in (tmp_path / "checkpoint").iterdir() if re.search(target, p.name))
+    fs = FaultyFileSystem()
+    fault = fs.inject("pread", short=size - 1 if short < 0 else short, path_pattern=target)
+    with FileChannel(fs=fs, **settings(tmp_path)) as ch:
+        assert fault.fired == 1
+        assert ch.checkpoint_problem is not None and re.search(target.rstrip("$"), ch.checkpoint_problem)
+        assert drain(ch) == committed
+
+
+def test_short_read_of_a_segment_header_at_open_is_not_taken_for_a_lost_header(tmp_path: Path) -> None:
+    """A segment header that reads back short during the survey of headers: the open refuses or
+    recovers exactly, never drops the segment as an interrupted creation."""
+    committed = _checkpointed(tmp_path)
+    fs = FaultyFileSystem()
+    fault = fs.inject("pread", short=10, path_pattern=r"log-1$")
+    try:
+        with FileChannel(fs=fs, **settings(tmp_path)) as ch:
+            assert drain(ch) == committed
+    except IngestError as err:
+        assert "log-1" in str(err), err
+    assert fault.fired == 1, "the open did not read the header through the FileSystem"
+    assert recovered(tmp_path) == committed

@@ -8,59 +8,14 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
-from typing import Any
 
 from ...errors import CorruptLogError
 from ..checkpoint import CheckpointInfo, CheckpointInvalid, read_checkpoint_meta
 from ..segment import read_meta
 from .common import ChannelDirs, lock_state, read_channel_id, segments_of
-from .render import inspect_json
+from .reports import InspectReport, LogFileInfo
 
 __all__ = ["InspectReport", "LogFileInfo", "inspect_channel"]
-
-
-@dataclass(frozen=True, slots=True)
-class LogFileInfo:
-    log_id: int
-    path: str
-    size: int
-    sealed: bool
-    data_end: int | None  # from .meta (sealed segments only), likewise the fields below
-    frames: int | None
-    first_seq: int | None
-    last_seq: int | None
-    refcount: int | None  # events pointing into it per checkpoint.meta; None without a checkpoint
-    problem: str | None = None
-
-
-@dataclass(slots=True)
-class InspectReport:
-    checkpoint_dir: str
-    data_dirs: list[str]
-    now_ns: int
-    channel_id: str | None
-    locked: bool | None  # whether a process owns the channel right now (None: cannot tell)
-    holder: str | None  # the owner in_use.lock names ("pid <n>") while locked (or when that is unknown)
-    checkpoint: CheckpointInfo | None
-    checkpoint_problem: str | None
-    logs: list[LogFileInfo] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def fill_percent(self) -> float | None:
-        """Capacity in use: queued (in-flight takes included) plus spilled puts, of capacity."""
-        cp = self.checkpoint
-        if cp is None or not cp.capacity:
-            return None
-        return 100.0 * (cp.queue_size + cp.inflight_puts) / cp.capacity
-
-    @property
-    def log_bytes(self) -> int:
-        return sum(info.size for info in self.logs)
-
-    def to_json(self) -> dict[str, Any]:
-        return inspect_json(self)
 
 
 def inspect_channel(checkpoint_dir: str, data_dirs: list[str]) -> InspectReport:

@@ -8,7 +8,8 @@ both judge a checkpoint by, kept here once:
   the queue size must be the number of those events.
 * :func:`deletion_floor`: the channel deletes a segment once it lies below both the checkpoint's
   log position and every segment an event still points into (queued, in an open take, or
-  spilled by an open put); see :mod:`ingest_toolkit.channel.checkpointer`. A segment below the
+  spilled by an open put): :func:`ingest_toolkit.channel.checkpointer.deletion_floor`, the rule
+  the channel deletes by, applied to the recorded and the recounted references. A segment below the
   floor that still exists is an orphan; a drained one between needed ones is kept by design.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from .. import checkpointer
 from ..checkpoint import Checkpoint
 from ..format import pointer_log_id
 from ..replay import count_refs
@@ -68,6 +70,7 @@ def deletion_floor(checkpoint: Checkpoint, counts: Recount | None = None) -> Del
     when the caller made one already.
     """
     counts = recount(checkpoint) if counts is None else counts
-    needed = set(counts.recorded) | set(counts.recounted)
-    needed |= {pointer_log_id(p) for _txn, pointers in checkpoint.puts for p in pointers}
-    return DeletionFloor(min([checkpoint.meta.log_id, *needed]), frozenset(needed))
+    either = {log_id: 1 for log_id in (*counts.recorded, *counts.recounted)}
+    floor = checkpointer.deletion_floor(checkpoint.meta.log_id, either, checkpoint.puts)
+    needed = set(either) | {pointer_log_id(p) for _txn, pointers in checkpoint.puts for p in pointers}
+    return DeletionFloor(floor, frozenset(needed))

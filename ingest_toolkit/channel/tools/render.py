@@ -1,102 +1,21 @@
-"""The tools' reports as stable JSON documents and as rich tables for people."""
+"""The tools' reports as rich tables for people (their JSON documents are in :mod:`.reports`,
+re-exported here)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
+from .reports import inspect_json, repair_json, verify_json
+
 if TYPE_CHECKING:
-    from .inspection import InspectReport, LogFileInfo
-    from .repair import RepairReport, SegmentPlan
-    from .scan import Damage, Piece
-    from .txnsim import DroppedTxn, LostEvent
-    from .verify import VerifyReport
+    from .reports import InspectReport, LogFileInfo, RepairReport, SegmentPlan, VerifyReport
+    from .scan import Piece
+    from .txnsim import DroppedTxn
 
 __all__ = ["inspect_json", "print_inspect", "print_repair", "print_verify", "repair_json", "verify_json"]
-
-INSPECT_FORMAT = "ingest-toolkit/channel-inspect/1"
-VERIFY_FORMAT = "ingest-toolkit/channel-verify/1"
-REPAIR_FORMAT = "ingest-toolkit/channel-repair/1"
-
-
-# -- JSON ---------------------------------------------------------------------------------
-def inspect_json(report: InspectReport) -> dict[str, Any]:
-    cp = report.checkpoint
-    checkpoint = None
-    if cp is not None:
-        checkpoint = {
-            "path": cp.path, "checkpoint_id": cp.checkpoint_id, "written_unix_ns": cp.written_unix_ns,
-            "age_seconds": round(cp.age_seconds(report.now_ns), 3),
-            "interval_seconds": cp.checkpoint_interval_s, "queue_size": cp.queue_size,
-            "inflight_takes": cp.inflight_takes, "inflight_puts": cp.inflight_puts, "capacity": cp.capacity,
-            "fill_percent": round(report.fill_percent or 0.0, 3), "last_seq": cp.last_seq,
-            "backlog_age_seconds": round(cp.backlog_age_seconds(report.now_ns), 3),
-            "oldest_commit_unix_ns": cp.oldest_commit_unix_ns,
-            "log_position": {"log_id": cp.log_position[0], "offset": cp.log_position[1]},
-            "puts_committed": cp.puts_committed, "takes_committed": cp.takes_committed, "log_bytes": cp.log_bytes}
-    return {
-        "format": INSPECT_FORMAT, "checkpoint_dir": report.checkpoint_dir, "data_dirs": report.data_dirs,
-        "channel_id": report.channel_id, "owner": {"locked": report.locked, "holder": report.holder},
-        "checkpoint": checkpoint, "checkpoint_problem": report.checkpoint_problem,
-        "logs": [{"log_id": i.log_id, "path": i.path, "size": i.size, "sealed": i.sealed, "data_end": i.data_end,
-                  "frames": i.frames, "first_seq": i.first_seq, "last_seq": i.last_seq, "refcount": i.refcount,
-                  "problem": i.problem} for i in report.logs],
-        "log_files": len(report.logs), "log_bytes": report.log_bytes, "problems": report.problems}
-
-
-def verify_json(report: VerifyReport) -> dict[str, Any]:
-    position = report.log_position
-    return {
-        "format": VERIFY_FORMAT, "ok": report.ok, "checkpoint_dir": report.checkpoint_dir,
-        "data_dirs": report.data_dirs, "channel_id": report.channel_id, "checkpoint_id": report.checkpoint_id,
-        "log_position": {"log_id": position[0], "offset": position[1]} if position else None,
-        "segments": report.segments, "frames": report.frames, "queue_size": report.queue_size,
-        "findings": [{**f.data, "kind": f.kind, "message": f.message} for f in report.findings],
-        "notes": report.notes}
-
-
-def repair_json(report: RepairReport) -> dict[str, Any]:
-    return {
-        "format": REPAIR_FORMAT, "dry_run": report.dry_run, "changed": report.changed,
-        "scanned_segments": report.scanned, "segments": [_plan_json(p) for p in report.segments],
-        "transactions_dropped": [_dropped_json(d) for d in report.dropped],
-        "damaged_events": [_event_json(e) for e in report.unattributed], "events_lost": report.events_lost,
-        "backups": report.backups, "checkpoint_removed": report.checkpoint_removed,
-        "queue_after": report.queue_after}
-
-
-def _event_json(e: LostEvent) -> dict[str, Any]:
-    return {"seq": e.seq, "log_id": e.pointer >> 32, "offset": e.pointer & 0xFFFFFFFF, "verified": e.verified,
-            "already_taken": e.already_taken}
-
-
-def _plan_json(plan: SegmentPlan) -> dict[str, Any]:
-    return {
-        "log_id": plan.log_id, "path": plan.path,
-        "ranges": [_damage_json(d) for d in plan.damage],
-        "commits_neutralised": [{"offset": c.offset, "length": c.length, "txn_id": c.txn} for c in plan.commits],
-        "truncate_to": plan.cut, "meta_rewritten": plan.meta_changes, "meta_unreadable": plan.meta_broken,
-        "header_rebuilt": plan.header_lost}
-
-
-def _damage_json(d: Damage) -> dict[str, Any]:
-    action = "meta" if d.missing else "truncate" if d.tail else "noop"
-    return {"offset": d.offset, "length": d.length, "action": action, "reason": d.reason,
-            "frames": [_piece_json(p) for p in d.frames]}
-
-
-def _piece_json(p: Piece) -> dict[str, Any]:
-    return {"offset": p.offset, "length": p.length, "type": p.type_name.rstrip("?"), "txn_id": p.txn,
-            "seq": p.seq, "verified": p.verified}
-
-
-def _dropped_json(d: DroppedTxn) -> dict[str, Any]:
-    return {"txn_id": d.txn_id, "kind": d.kind, "cause": d.cause,
-            "commit": {"path": d.commit[0], "offset": d.commit[1]} if d.commit else None,
-            "events": [_event_json(e) for e in d.events],
-            "unreadable_events": d.unreadable, "events_lost": d.events_lost, "events_returned": d.returned}
 
 
 # -- people -------------------------------------------------------------------------------

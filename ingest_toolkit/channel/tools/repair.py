@@ -21,114 +21,19 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
 
 from ...errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError
 from .. import format as fmt
 from ..checkpoint import CHECKPOINT_META, read_checkpoint_meta, written_through
-from ..format import FrameType
 from ..fs import FileSystem, OsFileSystem, write_atomic
-from ..proto import channel_pb2 as pb
 from ..replay import replay
 from ..segment import meta_path, read_meta, survey_headers, vanished_segments, written_proof
 from .common import ChannelDirs, PhaseProgress, ToolError, offline, read_channel_id, segments_of
-from .render import repair_json
-from .scan import Damage, Image, Piece, header_error, noop_frames, noop_sizes, open_image, walk, without_torn_tail
-from .txnsim import DroppedTxn, LostEvent, TxnSim
+from .reports import RepairReport, SegmentPlan
+from .scan import Damage, Image, Piece, header_error, noop_frames, open_image, walk, without_torn_tail
+from .txnsim import TxnSim
 
 __all__ = ["RepairReport", "SegmentPlan", "plan_repair", "repair_channel"]
-
-
-@dataclass(slots=True)
-class SegmentPlan:
-    """What repair does to one segment."""
-
-    log_id: int
-    path: str
-    newest: bool
-    meta: pb.SegmentMeta | None
-    meta_broken: bool = False  # .meta exists but cannot be parsed: rebuilt from the frames
-    size: int = 0
-    channel_id: bytes = b""
-    damage: list[Damage] = field(default_factory=list)
-    commits: list[Piece] = field(default_factory=list)  # COMMIT frames to neutralise
-    frames: int = 0  # valid frames that stay (neutralised COMMITs included: they become NOOPs)
-    first_seq: int = 0
-    last_seq: int = 0
-    end: int = fmt.SEGMENT_HEADER_SIZE  # where the segment's frames end after the repair
-    header_lost: str | None = None  # why the header is rebuilt (a segment proven written lost it)
-    header: bytes = b""  # the rebuilt header
-
-    def keep(self, piece: Piece) -> None:
-        self.frames += 1
-        self.end = piece.end
-        if piece.type == FrameType.PUT:
-            self.first_seq = min(self.first_seq or piece.seq, piece.seq)
-            self.last_seq = max(self.last_seq, piece.seq)
-
-    def noops(self) -> list[tuple[int, int, str]]:
-        """``(offset, length, reason)`` of every range to cover with NOOP frames."""
-        ranges = [(d.offset, d.length, f"channel repair: {d.length} damaged bytes at offset {d.offset} "
-                   f"of log-{self.log_id} ({d.reason})") for d in self.damage if not d.tail]
-        ranges += [(c.offset, c.length, f"channel repair: COMMIT of transaction {c.txn} neutralised, "
-                    "frames of it were damaged") for c in self.commits]
-        return sorted(ranges)
-
-    @property
-    def cut(self) -> int | None:
-        """Size to truncate the file to, if any."""
-        if any(d.tail and not d.missing for d in self.damage) or (self.seal and self.end < self.size):
-            return self.end
-        return None
-
-    @property
-    def seal(self) -> bool:
-        """An unsealed segment that is not the newest gets its ``.meta`` (and loses any zero tail)."""
-        return self.meta is None and not self.newest
-
-    @property
-    def meta_changes(self) -> bool:
-        if self.meta is None:
-            return self.seal or self.meta_broken
-        return bool(self.damage or self.commits) or self.meta.data_end != self.end
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.damage or self.commits or self.header) or self.meta_changes
-
-    def new_meta(self) -> pb.SegmentMeta:
-        noop_count = sum(len(noop_sizes(d.length)) for d in self.damage if not d.tail)
-        return pb.SegmentMeta(
-            format_version=fmt.FORMAT_VERSION, log_id=self.log_id, channel_id=self.channel_id,
-            data_end=self.end, frames=self.frames + noop_count, first_seq=self.first_seq,
-            last_seq=self.last_seq, sealed_unix_ns=self.meta.sealed_unix_ns if self.meta else time.time_ns())
-
-
-@dataclass(slots=True)
-class RepairReport:
-    checkpoint_dir: str
-    data_dirs: list[str]
-    dry_run: bool
-    scanned: int  # segments scanned
-    segments: list[SegmentPlan]  # the ones that change
-    dropped: list[DroppedTxn]
-    unattributed: list[LostEvent]  # damaged PUT frames of no dropped transaction (possibly uncommitted)
-    backups: list[str] = field(default_factory=list)
-    checkpoint_removed: bool = False
-    queue_after: int | None = None  # events queued according to the replay after the repair
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.segments)
-
-    @property
-    def events_lost(self) -> int:
-        """Events that will not be delivered, counting damaged ones of unknown transactions too."""
-        return sum(d.events_lost for d in self.dropped) + sum(not e.already_taken for e in self.unattributed)
-
-    def to_json(self) -> dict[str, Any]:
-        return repair_json(self)
 
 
 def repair_channel(checkpoint_dir: str, data_dirs: list[str], *, dry_run: bool, fs: FileSystem | None = None,
@@ -197,7 +102,7 @@ def _plan_segment(log_id: int, path: str, newest: bool, sim: TxnSim) -> SegmentP
         if problem:
             raise ToolError(f"{path}: the segment header is damaged ({problem}); repair does not rebuild "
                             "headers. Nothing was changed: restore the file from a backup")
-        plan.channel_id = head[24:40]
+        plan.channel_id = fmt.segment_channel_id(head)
         _plan_frames(plan, image, size, sim)
     return plan
 
@@ -246,7 +151,7 @@ def _channel_id(dirs: ChannelDirs, segments: list[tuple[int, str]]) -> bytes:
         with open(other, "rb") as f:
             head = f.read(fmt.SEGMENT_HEADER_SIZE)
         if header_error(head) is None:
-            return head[24:40]
+            return fmt.segment_channel_id(head)
     raise ToolError("a segment lost its header and the channel id is recorded nowhere else (no channel.id, no "
                     "intact segment): repair cannot rebuild it. Nothing was changed: restore it from a backup")
 

@@ -27,7 +27,7 @@ from google.protobuf.message import DecodeError
 
 from ...errors import CorruptLogError
 from ..codec import TXN_PUT, decode_commit, decode_take
-from ..format import FRAME_HEADER, FrameType
+from ..format import FRAME_HEADER, FrameType, make_pointer, pointer_offset
 from .scan import Damage, Image, Piece
 
 __all__ = ["DroppedTxn", "LostEvent", "TxnSim"]
@@ -117,7 +117,7 @@ class TxnSim:
         for piece in damage.frames:
             self.in_damage.setdefault(piece.txn, []).append((damage, piece))
             if piece.type == FrameType.PUT:
-                self.watch.add((damage.log_id << 32) | piece.offset)
+                self.watch.add(make_pointer(damage.log_id, piece.offset))
             elif piece.type == FrameType.COMMIT and piece.end <= len(image):
                 try:
                     self.damaged_counts[piece.txn] = decode_commit(image[piece.offset + _HEAD: piece.end - 4])[1]
@@ -128,7 +128,7 @@ class TxnSim:
         """Apply one valid frame; True when it is a COMMIT that must be neutralised."""
         txn = piece.txn
         if piece.type == FrameType.PUT:
-            pointer = (log_id << 32) | piece.offset
+            pointer = make_pointer(log_id, piece.offset)
             self.puts.setdefault(txn, []).append((pointer, piece.seq))
             self.pending.add(pointer)
         elif piece.type == FrameType.TAKE:
@@ -139,7 +139,7 @@ class TxnSim:
                 self.resolved.add(txn)
             if piece.type == FrameType.COMMIT:
                 kind, count, _tag = _decoded(decode_commit, image, piece, path)
-                return self._commit(txn, kind, count, path, (log_id << 32) | piece.offset)
+                return self._commit(txn, kind, count, path, make_pointer(log_id, piece.offset))
             self.pending.difference_update(p for p, _ in self.puts.pop(txn, []))
             self.takes.pop(txn, None)
         if piece.type in (FrameType.PUT, FrameType.TAKE):
@@ -154,7 +154,7 @@ class TxnSim:
             if pointers and (self.watch or self.pending):
                 self.taken.update(p for p in pointers if p in self.watch or p in self.pending)
             return False
-        offset = pointer & 0xFFFFFFFF
+        offset = pointer_offset(pointer)
         found_count = len(found) if kind == TXN_PUT else len(pointers)
         if not self.damage_starts and found_count < count and self._began_before_history(txn, found_count):
             return False  # replay applies what is left: the rest was in deleted segments
@@ -237,7 +237,7 @@ class TxnSim:
         return result
 
     def _event(self, damage: Damage, piece: Piece) -> LostEvent:
-        pointer = (damage.log_id << 32) | piece.offset
+        pointer = make_pointer(damage.log_id, piece.offset)
         return LostEvent(piece.seq, pointer, piece.verified, pointer in self.taken)
 
     def _attribute(self, results: list[DroppedTxn]) -> None:

@@ -17,53 +17,21 @@ from __future__ import annotations
 
 import os
 import uuid
-from dataclasses import dataclass, field
-from typing import Any
 
 from ...errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError
 from ..checkpoint import Checkpoint, load_checkpoint, written_through
 from ..format import SEGMENT_HEADER_SIZE as HEADER
+from ..format import pointer_log_id, pointer_offset
 from ..fs import FileSystem, OsFileSystem
 from ..proto import channel_pb2 as pb
 from ..replay import ReplayResult, replay
 from ..segment import read_meta, survey_headers, vanished_segments, written_proof
 from .common import ChannelDirs, PhaseProgress, offline, read_channel_id, segments_of
 from .refcounts import Recount, deletion_floor, recount
-from .render import verify_json
+from .reports import Finding, VerifyReport
 from .scan import Damage, header_error, open_image, walk, without_torn_tail
 
 __all__ = ["Finding", "VerifyReport", "verify_channel"]
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    kind: str  # refcount_mismatch, missing_log, orphaned_log, unsealed_log, corrupt_frame, ...
-    message: str
-    data: dict[str, int | str] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class VerifyReport:
-    checkpoint_dir: str
-    data_dirs: list[str]
-    channel_id: str | None = None
-    checkpoint_id: int | None = None
-    log_position: tuple[int, int] | None = None
-    segments: int = 0
-    frames: int | None = None  # frames read by the full replay
-    queue_size: int | None = None  # events queued according to the full replay
-    findings: list[Finding] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.findings
-
-    def add(self, kind: str, message: str, **data: int | str) -> None:
-        self.findings.append(Finding(kind, message, data))
-
-    def to_json(self) -> dict[str, Any]:
-        return verify_json(self)
 
 
 def verify_channel(checkpoint_dir: str, data_dirs: list[str], *, fs: FileSystem | None = None,
@@ -259,7 +227,8 @@ class _Verifier:
                                      "order (concurrent take rollbacks can reorder the live queue; see log-format.md)")
             return
         only_checkpoint, only_full = set(a) - set(b), set(b) - set(a)
-        sample = ", ".join(f"log-{p >> 32}@{p & 0xFFFFFFFF}" for p in sorted(only_checkpoint | only_full)[:5])
+        differ = sorted(only_checkpoint | only_full)[:5]
+        sample = ", ".join(f"log-{pointer_log_id(p)}@{pointer_offset(p)}" for p in differ)
         self.report.add("queue_mismatch", f"checkpoint + replay queues {len(a)} events, a full replay {len(b)}: "
                         f"{len(only_checkpoint)} only in the first, {len(only_full)} only in the second "
                         f"(e.g. {sample})", checkpoint_queue=len(a), full_replay_queue=len(b),
