@@ -98,7 +98,8 @@ def check_call(fn: Callable[[], Any], *, allowed: tuple[type[BaseException], ...
         with _alarm(max_seconds):
             outcome.value = fn()
     except _Timeout:
-        raise OracleFailure(f"the call ran longer than {max_seconds} s (a hang, or work superlinear in the input)") from None
+        raise OracleFailure(f"the call ran longer than {max_seconds} s "
+                            "(a hang, or work superlinear in the input)") from None
     except allowed as err:  # the project's own error: the contract holds
         outcome.error = err  # type: ignore[assignment]
     except BaseException as err:  # noqa: BLE001 - anything else is the defect we hunt
