@@ -30,7 +30,7 @@ from typing import Any
 from ..channel import Event, EventColumns, FileChannel
 from ..channel.fs import OsFileSystem, write_atomic
 from ..channel.lock import DirectoryLock
-from ..errors import ChannelLockedError, ConfigError, DiskSpaceError
+from ..errors import ChannelLockedError, ConfigError, DiskSpaceError, IngestError
 from ..rpc.server import AgentService, RunningServer, start_server
 from ..security import SecuritySettings, load_token
 from ..settings import invalid_settings
@@ -190,6 +190,19 @@ class Agent:
             self.channels[name] = channel
             log.info("channel open", extra={"channel": name, "queued": len(channel),
                                             "seconds": round(time.perf_counter() - started, 3)})
+            self._first_checkpoint(name, channel)
+
+    @staticmethod
+    def _first_checkpoint(name: str, channel: FileChannel) -> None:
+        """A checkpoint right after open: ``checkpoint.meta`` (what the sensors and the checks read)
+        describes the running agent from its first second instead of one interval later, and a
+        crash soon after a long replay does not replay it all again. A failure only warns: the
+        periodic checkpoints retry, as they would after any failed checkpoint."""
+        try:
+            channel.checkpoint()
+        except (IngestError, OSError) as err:
+            log.warning("channel %s: the checkpoint after open failed (%s); the next periodic one retries",
+                        name, err, extra={"channel": name})
 
     def _pipeline(self, name: str, channels: list[str], selector: Any, interceptors: Sequence[Any],
                   key: str) -> MeteredPipeline:

@@ -288,3 +288,21 @@ def test_an_idle_channel_on_a_full_volume_is_reported_without_a_put(guarded_agen
     text = http_get(_url(agent, "/metrics"))[1]
     assert metric(text, "ingest_channel_writable", channel="events") == 0
     assert metric(text, "ingest_channel_free_bytes", channel="events") == minimum
+
+
+def test_a_started_agent_has_written_checkpoint_meta_before_its_first_interval(tmp_path: Path) -> None:
+    """With the shipped 30 s checkpoint interval, checkpoint_fresh failed ("no checkpoint.meta
+    although a process owns the channel") and the sensors saw nothing for the first 30 s of every
+    agent start. The agent checkpoints each channel right after opening it."""
+    from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
+
+    setup = AgentSetup(tmp_path, channels=("events", "audit"))
+    setup.conf.write_text(setup.conf.read_text().replace("checkpoint_interval = 2.0", "checkpoint_interval = 30.0"))
+    running = Agent(load_agent_config(setup.conf))
+    running.start()
+    try:
+        for name in setup.channels:
+            info = read_checkpoint_meta(str(setup.checkpoint_dir(name)))
+            assert info is not None and info.checkpoint_interval_s == 30.0, name
+    finally:
+        running.stop()
