@@ -49,10 +49,15 @@ def channel_settings(root: Path) -> dict[str, Any]:
 
 
 # -- the agent side (child process) --------------------------------------------------------
-def serve(root: Path) -> None:
-    """Serve one channel until stdin closes; print the port first."""
+def serve(root: Path, *, tune_gc: bool = False) -> None:
+    """Serve one channel until stdin closes; print the port first. ``tune_gc``: with the agent
+    process's GC settings (``bench/peers.py`` measures the agent as it runs)."""
     channels = {"bench": FileChannel(**channel_settings(root))}
     server = start_server(AgentService(channels, channel_put_handler(channels)))
+    if tune_gc:
+        from ingest_toolkit.collect.cli import tune_gc_for_service
+
+        tune_gc_for_service()
     print(server.port, flush=True)
     sys.stdin.read()
     server.stop(1)

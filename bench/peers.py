@@ -53,29 +53,18 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ingest_grpc import channel_settings  # noqa: E402  (bench/ is this script's directory)
+from ingest_grpc import serve as serve_channel  # noqa: E402
+
 from ingest_toolkit.channel import Event, EventColumns, FileChannel  # noqa: E402
-from ingest_toolkit.rpc import AgentClient, AgentService, channel_put_handler, start_server  # noqa: E402
+from ingest_toolkit.rpc import AgentClient  # noqa: E402
 
 HEADERS = {"host": "web-01.example", "source": "app"}
 
 
-def channel_settings(root: Path) -> dict[str, Any]:
-    return {"checkpoint_dir": str(root / "checkpoint"), "data_dirs": [str(root / "data")], "min_free_bytes": 0,
-            "capacity": 10_000_000, "durability": "fsync"}
-
-
-# -- the agent (child process) -----------------------------------------------------------
+# -- the agent (child process): bench/ingest_grpc.py's, with the agent process's GC settings --
 def serve(root: Path) -> None:
-    """The agent's gRPC endpoint over one channel, with the agent process's GC settings."""
-    from ingest_toolkit.collect.cli import tune_gc_for_service
-
-    channels = {"bench": FileChannel(**channel_settings(root))}
-    server = start_server(AgentService(channels, channel_put_handler(channels)))
-    tune_gc_for_service()
-    print(server.port, flush=True)
-    sys.stdin.read()
-    server.stop(1)
-    channels["bench"].close()
+    serve_channel(root, tune_gc=True)
 
 
 # -- work -------------------------------------------------------------------------------
