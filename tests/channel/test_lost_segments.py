@@ -20,6 +20,7 @@ from ingest_toolkit.channel import Event, FileChannel
 from ingest_toolkit.channel import format as fmt
 from ingest_toolkit.cli import main
 from ingest_toolkit.errors import CorruptLogError, SegmentLostError
+from tests.channel.test_corruption import queued, take
 
 HEADER = fmt.SEGMENT_HEADER_SIZE
 
@@ -36,18 +37,6 @@ def dir_args(root: Path) -> list[str]:
 def put(channel: FileChannel, *bodies: bytes) -> None:
     with channel.transaction() as tx:
         tx.put_many([Event(b) for b in bodies])
-
-
-def take(channel: FileChannel, n: int) -> list[bytes]:
-    with channel.transaction() as tx:
-        return [e.body for e in tx.take(n)]
-
-
-def queued(channel: FileChannel) -> list[bytes]:
-    with channel.transaction() as tx:
-        bodies = [e.body for e in tx.take(len(channel))]
-        tx.rollback()
-    return bodies
 
 
 def segment(root: Path, log_id: int) -> Path:
