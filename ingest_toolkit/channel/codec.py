@@ -166,7 +166,7 @@ def _header_entries(keys: Sequence[str], values: Sequence[str]) -> list[bytes] |
     entries: list[bytes] = []
     append = entries.append
     try:
-        for pair in zip(keys, values):
+        for pair in zip(keys, values, strict=True):
             entry = cache.get(pair)
             if entry is None:
                 entry = cache[pair] = header_entry(*pair)

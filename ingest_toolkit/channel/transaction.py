@@ -20,8 +20,16 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..errors import EventTooLargeError, TransactionCapacityError, TransactionError
 from . import format as fmt
-from .codec import (SMALL_VARINTS, Event, EventColumns, HeaderNeedsProtobuf, encode_put, encode_puts_columns,
-                    header_entry, varint)
+from .codec import (
+    SMALL_VARINTS,
+    Event,
+    EventColumns,
+    HeaderNeedsProtobuf,
+    encode_put,
+    encode_puts_columns,
+    header_entry,
+    varint,
+)
 from .tags import TagRecord
 
 if TYPE_CHECKING:

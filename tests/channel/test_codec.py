@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest_toolkit.channel import codec
+from ingest_toolkit.channel import codec, transaction
 from ingest_toolkit.channel import format as fmt
-from ingest_toolkit.channel import transaction
 from ingest_toolkit.channel.codec import (
     Event,
     EventColumns,
