@@ -90,6 +90,17 @@ class AgentService(pb_grpc.AgentServicer):
     def Put(self, request: pb.PutRequest | InvalidRequestError,  # noqa: N802
             context: grpc.ServicerContext) -> pb.PutAck:
         self._authorize(context, "Put")
+        return self._put(request, context)
+
+    def PutStream(self, requests: Iterator[pb.PutRequest | InvalidRequestError],  # noqa: N802
+                  context: grpc.ServicerContext) -> Iterator[pb.PutAck]:
+        """Each batch committed and acknowledged before the next is read: the order of the
+        stream is the order of the commits. The first failure ends the stream (``_put`` aborts)."""
+        self._authorize(context, "PutStream")
+        for request in requests:
+            yield self._put(request, context)
+
+    def _put(self, request: pb.PutRequest | InvalidRequestError, context: grpc.ServicerContext) -> pb.PutAck:
         what = "put" if isinstance(request, InvalidRequestError) else (
             f"put into {request.channel or 'the default pipeline'}")
         try:
