@@ -1,0 +1,275 @@
+"""The Dagster component: one channel's landing, curated table, sensors, schedule and checks from a ``defs.yaml``.
+
+``dg scaffold defs ingest_toolkit.dagster.IngestChannelComponent events`` writes
+``defs/events/defs.yaml`` (:class:`IngestChannelScaffolder`); ``dg check defs`` validates it; the
+instance yields what :func:`~ingest_toolkit.dagster.factory.build_channel_definitions` builds for
+the channel. The component only gathers its settings:
+
+* the channel: ``channel``, found in the ``[channels.<channel>]`` table of ``agent_conf``; its
+  directories as this host sees them may be given instead (``checkpoint_dir``, ``data_dirs``);
+  ``agent`` makes the runs take through that agent (leased gRPC takes) instead of in-process;
+* every other value (``landing_conf``, ``landing_root``, ``curated_root``, ``partitions``,
+  ``schedule``, ``sensor``, ``pools``, ``checks``) is optional: what ``defs.yaml`` leaves out
+  comes from the ``[dagster]`` table of ``dagster_conf`` (default ``<conf dir>/dagster.toml``,
+  with its ``INGEST_DAGSTER__<KEY>`` variables), else from the defaults of
+  :class:`~ingest_toolkit.orchestrate.settings.OrchestrationSettings`.
+
+Relative paths are relative to the directory the code location loads in (the project's root for
+``dg dev`` and ``dg check defs``), as everywhere in the toolkit. A value of the wrong type is
+reported by Dagster's own validation of ``defs.yaml`` (file, line, key); a value out of range, a
+channel the agent configuration lacks, or a file that cannot be read stops the code location from
+loading with a :class:`~ingest_toolkit.errors.ConfigError` that names the ``defs.yaml`` and the
+key (``attributes.sensor.min_backlog``).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from dagster.components import Scaffolder, ScaffoldRequest
+from pydantic import BaseModel, ValidationError
+
+from ingest_toolkit.errors import ConfigError
+from ingest_toolkit.orchestrate.settings import (
+    ChannelSpec,
+    OrchestrationSettings,
+    conf_dir,
+    load_channel_specs,
+    load_orchestration_settings,
+)
+from ingest_toolkit.settings import validation_problems
+
+from .factory import ChannelOptions, build_channel_definitions
+
+__all__ = ["IngestChannelComponent", "IngestChannelScaffolder"]
+
+
+class PartitionsAttributes(dg.Model):
+    """The curated table's hourly partitions."""
+
+    start: str | None = None  # "auto" (the earliest landed hour, or today) or a key "2026-11-01-00:00"
+    timezone: str | None = None  # IANA name; UTC avoids odd keys on DST days
+
+
+class ScheduleAttributes(dg.Model):
+    """The drain schedule: a landing run this often whatever the sensor thresholds say."""
+
+    drain_cron: str | None = None  # cron, in partitions.timezone
+
+
+class SensorAttributes(dg.Model):
+    """The landing sensor on checkpoint.meta, and the channel observer."""
+
+    min_backlog: int | None = None  # request a landing at this committed backlog ...
+    max_backlog_age_seconds: float | None = None  # ... or when the oldest event is this old
+    interval_seconds: int | None = None
+    max_retries: int | None = None  # a failed landing of a state is requested again at most this often
+    retry_seconds: float | None = None  # ... each this long after the failed run ended
+    observe_interval_seconds: int | None = None  # the observer records the channel's state this often
+
+
+class PoolsAttributes(dg.Model):
+    """Concurrency pools (their limits are the Dagster instance's: dagster.yaml)."""
+
+    landing: str | None = None  # default landing-<channel>
+    curated: str | None = None  # default curated-<channel>
+
+
+class ChecksAttributes(dg.Model):
+    """Thresholds of the asset checks (docs/runbook.md)."""
+
+    checkpoint_stale_factor: float | None = None
+    checkpoint_stale_when_stopped: bool | None = None
+    drained_log_grace_seconds: float | None = None
+    backlog_warn_fraction: float | None = None
+    landing_only_taker: bool | None = None
+    checkpoint_wait_seconds: float | None = None
+    runbook_url: str | None = None
+
+
+# defs.yaml attribute path -> OrchestrationSettings field
+_SETTING_OF: dict[tuple[str, ...], str] = {
+    ("agent_conf",): "agent_conf", ("landing_conf",): "landing_conf", ("curated_root",): "curated_root",
+    ("batches_per_run",): "batches_per_run",
+    ("partitions", "start"): "partitions_start", ("partitions", "timezone"): "timezone",
+    ("schedule", "drain_cron"): "drain_cron",
+    ("sensor", "min_backlog"): "sensor_min_backlog",
+    ("sensor", "max_backlog_age_seconds"): "sensor_max_backlog_age_seconds",
+    ("sensor", "interval_seconds"): "sensor_interval_seconds", ("sensor", "max_retries"): "sensor_max_retries",
+    ("sensor", "retry_seconds"): "sensor_retry_seconds",
+    ("sensor", "observe_interval_seconds"): "observe_interval_seconds",
+    **{("checks", name): name for name in ChecksAttributes.model_fields},
+}
+_ATTRIBUTE_OF = {field: ".".join(("attributes", *path)) for path, field in _SETTING_OF.items()}
+
+
+class IngestChannelScaffolder(Scaffolder["IngestChannelScaffoldParams"]):
+    """Writes ``<target>/defs.yaml`` for the channel named like the target directory (or
+    ``--json-params '{"channel": ...}'``), every setting at its default and commented."""
+
+    @classmethod
+    def get_scaffold_params(cls) -> type[IngestChannelScaffoldParams]:
+        return IngestChannelScaffoldParams
+
+    def scaffold(self, request: ScaffoldRequest[IngestChannelScaffoldParams]) -> None:
+        params = request.params or IngestChannelScaffoldParams()
+        channel = params.channel or request.target_path.name
+        request.target_path.mkdir(parents=True, exist_ok=True)
+        target = request.target_path / "defs.yaml"
+        if target.exists():
+            raise ConfigError(f"{target} exists: scaffold overwrites nothing; edit it or remove it", key="defs.yaml")
+        target.write_text(defs_yaml(request.type_name, channel, params.agent_conf, params.agent), encoding="utf-8")
+
+
+class IngestChannelScaffoldParams(BaseModel):
+    channel: str | None = None  # default: the name of the target directory
+    agent_conf: str = "conf/agent.toml"
+    agent: str | None = None
+
+
+def defs_yaml(type_name: str, channel: str, agent_conf: str = "conf/agent.toml", agent: str | None = None) -> str:
+    """The ``defs.yaml`` the scaffolder writes: the channel, where it lives, and every setting at its default."""
+    d = OrchestrationSettings()
+    agent_line = f"agent: {agent}" if agent else "# agent: 127.0.0.1:7431"
+    return textwrap.dedent(f"""\
+        # One channel of ingest-toolkit: its landing asset, hourly curated table, sensors, drain
+        # schedule and asset checks (docs/dagster.md). Paths are relative to the directory the code
+        # location loads in (the project root). A key left out takes its value from the [dagster]
+        # table of dagster_conf (default conf/dagster.toml), else the default shown here.
+        type: {type_name}
+
+        attributes:
+          channel: {channel}
+          # Where it lives: the [channels.{channel}] table of the agent configuration.
+          agent_conf: {agent_conf}
+          # Take through this agent's gRPC API (leased takes) instead of opening the channel in-process:
+          {agent_line}
+          landing_conf: conf/landing.toml      # Spark settings and the landing defaults
+          landing_root: var/landing            # local path or URI (hdfs://, s3a://); Parquet under <root>/{channel}
+          curated_root: {d.curated_root}
+          batches_per_run: {d.batches_per_run}                   # take transactions per landing run
+          partitions:
+            start: {d.partitions_start}                        # or the first hour of your data, "2026-11-01-00:00"
+            timezone: {d.timezone}
+          schedule:
+            drain_cron: "{d.drain_cron}"         # a landing run this often whatever the thresholds say
+          sensor:
+            min_backlog: {d.sensor_min_backlog}                  # land at this committed backlog ...
+            max_backlog_age_seconds: {d.sensor_max_backlog_age_seconds}    # ... or when the oldest event is this old
+            interval_seconds: {d.sensor_interval_seconds}
+            max_retries: {d.sensor_max_retries}
+            retry_seconds: {d.sensor_retry_seconds}
+            observe_interval_seconds: {d.observe_interval_seconds}
+          pools:                               # limits: the instance's dagster.yaml (one run each)
+            landing: landing-{channel}
+            curated: curated-{channel}
+          checks:
+            checkpoint_stale_factor: {d.checkpoint_stale_factor}
+            checkpoint_stale_when_stopped: {str(d.checkpoint_stale_when_stopped).lower()}
+            drained_log_grace_seconds: {d.drained_log_grace_seconds}
+            backlog_warn_fraction: {d.backlog_warn_fraction}
+            landing_only_taker: {str(d.landing_only_taker).lower()}
+            checkpoint_wait_seconds: {d.checkpoint_wait_seconds}
+            runbook_url: "{d.runbook_url}"
+        """)
+
+
+@dg.scaffold_with(IngestChannelScaffolder)
+class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
+    """One ingest-toolkit channel: landing (Spark, exactly once), hourly curated table, sensors,
+    drain schedule and every asset check.
+
+    The channel is the ``[channels.<channel>]`` table of ``agent_conf``; keys left out take
+    their value from the ``[dagster]`` table of ``dagster_conf`` (default ``conf/dagster.toml``),
+    else the toolkit's defaults.
+    """
+
+    channel: str
+    agent_conf: str | None = None  # default <conf dir>/agent.toml
+    checkpoint_dir: str | None = None  # the channel's directories as this host sees them (default: agent_conf's)
+    data_dirs: list[str] | None = None
+    agent: str | None = None  # host:port: take through this agent (leased gRPC takes)
+    landing_conf: str | None = None  # default <conf dir>/landing.toml
+    landing_root: str | None = None  # default: landing_conf's [landing] root
+    curated_root: str | None = None
+    batches_per_run: int | None = None
+    dagster_conf: str | None = None  # the [dagster] table of unset keys (default <conf dir>/dagster.toml)
+    partitions: PartitionsAttributes | None = None
+    schedule: ScheduleAttributes | None = None
+    sensor: SensorAttributes | None = None
+    pools: PoolsAttributes | None = None
+    checks: ChecksAttributes | None = None
+
+    @classmethod
+    def get_spec(cls) -> dg.ComponentTypeSpec:
+        return dg.ComponentTypeSpec(
+            description="Lands one ingest-toolkit channel into Parquet exactly once, builds its hourly curated "
+                        "table, and checks channel and tables (sensors, drain schedule, asset checks).",
+            tags=["ingest-toolkit", "spark", "parquet"],
+            produces=["asset", "asset_check", "sensor", "schedule", "job", "resource"])
+
+    def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
+        where = context.path / "defs.yaml" if context.path.is_dir() else context.path
+        settings = self.settings(where)
+        spec = self.channel_spec(settings, where)
+        pools = self.pools or PoolsAttributes()
+        options = ChannelOptions(landing_root=self.landing_root, agent=self.agent, landing_pool=pools.landing,
+                                 curated_pool=pools.curated)
+        return build_channel_definitions(spec, settings, options)
+
+    def setting_values(self) -> dict[str, Any]:
+        """The OrchestrationSettings fields ``defs.yaml`` sets."""
+        values: dict[str, Any] = {}
+        for path, field in _SETTING_OF.items():
+            value: Any = self
+            for part in path:
+                value = getattr(value, part, None) if value is not None else None
+            if value is not None:
+                values[field] = value
+        return values
+
+    def settings(self, where: Path) -> OrchestrationSettings:
+        """The settings of this instance: ``defs.yaml`` over the ``[dagster]`` table over the defaults."""
+        table = Path(self.dagster_conf) if self.dagster_conf else conf_dir() / "dagster.toml"
+        if self.dagster_conf and not table.is_file():
+            raise ConfigError(f"{where}: attributes.dagster_conf: {table} does not exist (the [dagster] table of "
+                              "the keys this file leaves out); fix the path or remove the key",
+                              key="attributes.dagster_conf")
+        base = load_orchestration_settings(table)
+        values = self.setting_values()
+        try:
+            settings = OrchestrationSettings(**{**base.model_dump(), **values})
+        except ValidationError as err:
+            problems = [f"{_ATTRIBUTE_OF.get(key, key)}: {msg}" for key, msg in validation_problems(err)]
+            raise ConfigError(f"invalid component attributes in {where}: " + "; ".join(problems),
+                              key=_ATTRIBUTE_OF.get(validation_problems(err)[0][0])) from None
+        from dagster._utils.schedules import is_valid_cron_string
+
+        if not is_valid_cron_string(settings.drain_cron):
+            source = (f"{where}: attributes.schedule.drain_cron" if "drain_cron" in values
+                      else f"{table}: dagster.drain_cron")
+            raise ConfigError(f"{source}: {settings.drain_cron!r} is not a cron expression (five fields, e.g. "
+                              "'*/30 * * * *')", key="attributes.schedule.drain_cron")
+        return settings
+
+    def channel_spec(self, settings: OrchestrationSettings, where: Path) -> ChannelSpec:
+        """The channel of ``agent_conf`` (its directories replaced by those of ``defs.yaml``)."""
+        try:
+            specs = {spec.name: spec for spec in load_channel_specs(settings.agent_conf)}
+        except ConfigError as err:
+            raise ConfigError(f"{where}: attributes.agent_conf: {err}", key="attributes.agent_conf") from None
+        spec = specs.get(self.channel)
+        if spec is None:
+            raise ConfigError(f"{where}: attributes.channel: {self.channel!r} is not a channel of "
+                              f"{settings.agent_conf} (its channels: {', '.join(specs) or 'none'}); name one of them "
+                              "or add [channels." + self.channel + "] there", key="attributes.channel")
+        dirs = {k: v for k, v in (("checkpoint_dir", self.checkpoint_dir),
+                                  ("data_dirs", tuple(self.data_dirs) if self.data_dirs else None)) if v}
+        if dirs:
+            spec = spec.model_copy(update={**dirs, "settings": {**spec.settings, **{k: (list(v) if k == "data_dirs"
+                                                                                        else v)
+                                                                                    for k, v in dirs.items()}}})
+        return spec
