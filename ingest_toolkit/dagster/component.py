@@ -132,7 +132,7 @@ class IngestChannelScaffoldParams(BaseModel):
 
 def defs_yaml(type_name: str, channel: str, agent_conf: str = "conf/agent.toml", agent: str | None = None) -> str:
     """The ``defs.yaml`` the scaffolder writes: the channel, where it lives, and every setting at its default."""
-    d = OrchestrationSettings()
+    d = OrchestrationSettings.model_validate({})
     agent_line = f"agent: {agent}" if agent else "# agent: 127.0.0.1:7431"
     return textwrap.dedent(f"""\
         # One channel of ingest-toolkit: its landing asset, hourly curated table, sensors, drain

@@ -125,9 +125,9 @@ def test_the_values_of_defs_yaml_apply(project: Path) -> None:
     assert (schedule.cron_schedule, schedule.execution_timezone) == ("5 * * * *", "Europe/Paris")
     assert defs.resolve_sensor_def("landing_sensor_events").minimum_interval_seconds == 45
     resources = defs.resources or {}
-    assert resources["landing_events"].root == str(project / "elsewhere")  # type: ignore[attr-defined]
-    assert resources["landing_events"].agent == "127.0.0.1:7999"  # type: ignore[attr-defined]
-    assert resources["curated_events"].root == "cur"  # type: ignore[attr-defined]
+    assert resources["landing_events"].root == str(project / "elsewhere")
+    assert resources["landing_events"].agent == "127.0.0.1:7999"
+    assert resources["curated_events"].root == "cur"
 
 
 def test_keys_left_out_come_from_the_dagster_table_then_the_defaults(project: Path) -> None:
