@@ -24,7 +24,8 @@ key (``attributes.sensor.min_backlog``).
 
 from __future__ import annotations
 
-import textwrap
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -130,51 +131,67 @@ class IngestChannelScaffoldParams(BaseModel):
     agent: str | None = None
 
 
+_YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "y", "n", "null", "nan", "inf"}
+
+
 def defs_yaml(type_name: str, channel: str, agent_conf: str = "conf/agent.toml", agent: str | None = None) -> str:
     """The ``defs.yaml`` the scaffolder writes: the channel, where it lives, and every setting at its default."""
     d = OrchestrationSettings.model_validate({})
-    agent_line = f"agent: {agent}" if agent else "# agent: 127.0.0.1:7431"
-    return textwrap.dedent(f"""\
-        # One channel of ingest-toolkit: its landing asset, hourly curated table, sensors, drain
-        # schedule and asset checks (docs/dagster.md). Paths are relative to the directory the code
-        # location loads in (the project root). A key left out takes its value from the [dagster]
-        # table of dagster_conf (default conf/dagster.toml), else the default shown here.
-        type: {type_name}
 
-        attributes:
-          channel: {channel}
-          # Where it lives: the [channels.{channel}] table of the agent configuration.
-          agent_conf: {agent_conf}
-          # Take through this agent's gRPC API (leased takes) instead of opening the channel in-process:
-          {agent_line}
-          landing_conf: conf/landing.toml      # Spark settings and the landing defaults
-          landing_root: var/landing            # local path or URI (hdfs://, s3a://); Parquet under <root>/{channel}
-          curated_root: {d.curated_root}
-          batches_per_run: {d.batches_per_run}                   # take transactions per landing run
-          partitions:
-            start: {d.partitions_start}                        # or the first hour of your data, "2026-11-01-00:00"
-            timezone: {d.timezone}
-          schedule:
-            drain_cron: "{d.drain_cron}"         # a landing run this often whatever the thresholds say
-          sensor:
-            min_backlog: {d.sensor_min_backlog}                  # land at this committed backlog ...
-            max_backlog_age_seconds: {d.sensor_max_backlog_age_seconds}    # ... or when the oldest event is this old
-            interval_seconds: {d.sensor_interval_seconds}
-            max_retries: {d.sensor_max_retries}
-            retry_seconds: {d.sensor_retry_seconds}
-            observe_interval_seconds: {d.observe_interval_seconds}
-          pools:                               # limits: the instance's dagster.yaml (one run each)
-            landing: landing-{channel}
-            curated: curated-{channel}
-          checks:
-            checkpoint_stale_factor: {d.checkpoint_stale_factor}
-            checkpoint_stale_when_stopped: {str(d.checkpoint_stale_when_stopped).lower()}
-            drained_log_grace_seconds: {d.drained_log_grace_seconds}
-            backlog_warn_fraction: {d.backlog_warn_fraction}
-            landing_only_taker: {str(d.landing_only_taker).lower()}
-            checkpoint_wait_seconds: {d.checkpoint_wait_seconds}
-            runbook_url: "{d.runbook_url}"
-        """)
+    def line(text: str, comment: str = "") -> str:
+        return f"{text:<39}# {comment}".rstrip() if comment else text
+
+    def flag(value: bool) -> str:
+        return "true" if value else "false"
+
+    def text(value: str) -> str:
+        """``value`` as a YAML string: plain when YAML reads it back as that string, else quoted."""
+        plain = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", value) and value.lower() not in _YAML_WORDS
+        return value if plain else json.dumps(value)
+
+    lines = [
+        "# One channel of ingest-toolkit: its landing asset, hourly curated table, sensors, drain",
+        "# schedule and asset checks (docs/dagster.md). Paths are relative to the directory the code",
+        "# location loads in (the project root). A key left out takes its value from the [dagster]",
+        "# table of dagster_conf (default conf/dagster.toml), else the default shown here.",
+        f"type: {type_name}",
+        "",
+        "attributes:",
+        f"  channel: {text(channel)}",
+        f"  # Where it lives: the [channels.{channel}] table of the agent configuration (its directories",
+        "  # as this host sees them may be given as checkpoint_dir and data_dirs).",
+        f"  agent_conf: {agent_conf}",
+        "  # Take through this agent's gRPC API (leased takes) instead of opening the channel in-process:",
+        f"  agent: {agent}" if agent else "  # agent: 127.0.0.1:7431",
+        line("  landing_conf: conf/landing.toml", "Spark settings and the landing defaults"),
+        line("  landing_root: var/landing", f"path or URI (hdfs://, s3a://); Parquet under <root>/{channel}"),
+        line(f"  curated_root: {d.curated_root}"),
+        line(f"  batches_per_run: {d.batches_per_run}", "take transactions per landing run"),
+        "  partitions:",
+        line(f"    start: {d.partitions_start}", 'or the first hour of your data, "2026-11-01-00:00"'),
+        line(f"    timezone: {d.timezone}", "IANA name; UTC has no odd keys on DST days"),
+        "  schedule:",
+        line(f'    drain_cron: "{d.drain_cron}"', "a landing run this often whatever the thresholds say"),
+        "  sensor:",
+        line(f"    min_backlog: {d.sensor_min_backlog}", "land at this committed backlog ..."),
+        line(f"    max_backlog_age_seconds: {d.sensor_max_backlog_age_seconds}", "... or when the oldest is this old"),
+        line(f"    interval_seconds: {d.sensor_interval_seconds}"),
+        line(f"    max_retries: {d.sensor_max_retries}", "a failed landing is requested again this often"),
+        line(f"    retry_seconds: {d.sensor_retry_seconds}", "... each this long after it ended"),
+        line(f"    observe_interval_seconds: {d.observe_interval_seconds}", "the channel's state, for the plots"),
+        line("  pools:", "their limits: the instance's dagster.yaml"),
+        line(f"    landing: {text(f'landing-{channel}')}"),
+        line(f"    curated: {text(f'curated-{channel}')}"),
+        "  checks:",
+        line(f"    checkpoint_stale_factor: {d.checkpoint_stale_factor}"),
+        line(f"    checkpoint_stale_when_stopped: {flag(d.checkpoint_stale_when_stopped)}"),
+        line(f"    drained_log_grace_seconds: {d.drained_log_grace_seconds}"),
+        line(f"    backlog_warn_fraction: {d.backlog_warn_fraction}"),
+        line(f"    landing_only_taker: {flag(d.landing_only_taker)}"),
+        line(f"    checkpoint_wait_seconds: {d.checkpoint_wait_seconds}"),
+        line(f'    runbook_url: "{d.runbook_url}"', "where docs/runbook.md is served (checks link to it)"),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 @dg.scaffold_with(IngestChannelScaffolder)

@@ -243,3 +243,14 @@ def test_dg_check_defs_names_the_file_and_the_key_of_a_bad_value(project: Path) 
     output = ranged.stdout + ranged.stderr
     assert ranged.returncode != 0
     assert f"invalid component attributes in {defs_yaml}: attributes.sensor.min_backlog:" in output, output
+
+
+@pytest.mark.parametrize("channel", ["events", "audit.log", "on", "2026", "with space"])
+def test_the_scaffolded_file_reads_back_the_channel_name(channel: str) -> None:
+    """YAML would read some names as other values (``on`` is true, ``2026`` a number) unless quoted."""
+    from ingest_toolkit.dagster.component import defs_yaml
+
+    attributes = yaml.safe_load(defs_yaml(TYPE, channel))["attributes"]
+    assert attributes["channel"] == channel
+    pools = attributes["pools"]
+    assert (pools["landing"], pools["curated"]) == (f"landing-{channel}", f"curated-{channel}")
