@@ -31,7 +31,7 @@ from typing import Any
 
 import dagster as dg
 from dagster.components import Scaffolder, ScaffoldRequest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from ingest_toolkit.errors import ConfigError
 from ingest_toolkit.orchestrate.settings import (
@@ -48,47 +48,54 @@ from .factory import ChannelOptions, build_channel_definitions
 __all__ = ["IngestChannelComponent", "IngestChannelScaffolder"]
 
 
+def _opt(description: str) -> Any:
+    """An optional attribute (None: from the [dagster] table, else the default), described for
+    ``dg`` and the UI's Docs tab."""
+    return Field(None, description=description)
+
+
 class PartitionsAttributes(dg.Model):
     """The curated table's hourly partitions."""
 
-    start: str | None = None  # "auto" (the earliest landed hour, or today) or a key "2026-11-01-00:00"
-    timezone: str | None = None  # IANA name; UTC avoids odd keys on DST days
+    start: str | None = _opt('"auto" (the earliest landed hour, or today) or the first key, "2026-11-01-00:00"')
+    timezone: str | None = _opt("IANA time zone of the partition keys and the schedule; UTC has no odd DST keys")
 
 
 class ScheduleAttributes(dg.Model):
     """The drain schedule: a landing run this often whatever the sensor thresholds say."""
 
-    drain_cron: str | None = None  # cron, in partitions.timezone
+    drain_cron: str | None = _opt("cron expression, in partitions.timezone (default */30 * * * *)")
 
 
 class SensorAttributes(dg.Model):
     """The landing sensor on checkpoint.meta, and the channel observer."""
 
-    min_backlog: int | None = None  # request a landing at this committed backlog ...
-    max_backlog_age_seconds: float | None = None  # ... or when the oldest event is this old
-    interval_seconds: int | None = None
-    max_retries: int | None = None  # a failed landing of a state is requested again at most this often
-    retry_seconds: float | None = None  # ... each this long after the failed run ended
-    observe_interval_seconds: int | None = None  # the observer records the channel's state this often
+    min_backlog: int | None = _opt("request a landing at this committed backlog (events)")
+    max_backlog_age_seconds: float | None = _opt("... or when the oldest committed event is this old")
+    interval_seconds: int | None = _opt("minimum time between evaluations of the landing and curated sensors")
+    max_retries: int | None = _opt("a failed landing of a channel state is requested again at most this often")
+    retry_seconds: float | None = _opt("... each this long after the failed run ended")
+    observe_interval_seconds: int | None = _opt("the observer records the channel's state this often (>= 30)")
 
 
 class PoolsAttributes(dg.Model):
     """Concurrency pools (their limits are the Dagster instance's: dagster.yaml)."""
 
-    landing: str | None = None  # default landing-<channel>
-    curated: str | None = None  # default curated-<channel>
+    landing: str | None = _opt("pool of the landing asset (default landing-<channel>)")
+    curated: str | None = _opt("pool of the curated asset (default curated-<channel>)")
 
 
 class ChecksAttributes(dg.Model):
     """Thresholds of the asset checks (docs/runbook.md)."""
 
-    checkpoint_stale_factor: float | None = None
-    checkpoint_stale_when_stopped: bool | None = None
-    drained_log_grace_seconds: float | None = None
-    backlog_warn_fraction: float | None = None
-    landing_only_taker: bool | None = None
-    checkpoint_wait_seconds: float | None = None
-    runbook_url: str | None = None
+    checkpoint_stale_factor: float | None = _opt("checkpoint_fresh fails past this many checkpoint intervals")
+    checkpoint_stale_when_stopped: bool | None = _opt("also judge the checkpoint of a channel no process owns")
+    drained_log_grace_seconds: float | None = _opt("a segment below the deletion floor may outlive its checkpoint "
+                                                   "this long")
+    backlog_warn_fraction: float | None = _opt("backlog_below_capacity warns at this fill")
+    landing_only_taker: bool | None = _opt("reconcile manifests against the channel's takes_committed")
+    checkpoint_wait_seconds: float | None = _opt("landed_reconciles waits this long for a newer checkpoint")
+    runbook_url: str | None = _opt("where docs/runbook.md is served; checks link <runbook_url>#<check>")
 
 
 # defs.yaml attribute path -> OrchestrationSettings field
@@ -204,21 +211,23 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
     else the toolkit's defaults.
     """
 
-    channel: str
-    agent_conf: str | None = None  # default <conf dir>/agent.toml
-    checkpoint_dir: str | None = None  # the channel's directories as this host sees them (default: agent_conf's)
-    data_dirs: list[str] | None = None
-    agent: str | None = None  # host:port: take through this agent (leased gRPC takes)
-    landing_conf: str | None = None  # default <conf dir>/landing.toml
-    landing_root: str | None = None  # default: landing_conf's [landing] root
-    curated_root: str | None = None
-    batches_per_run: int | None = None
-    dagster_conf: str | None = None  # the [dagster] table of unset keys (default <conf dir>/dagster.toml)
-    partitions: PartitionsAttributes | None = None
-    schedule: ScheduleAttributes | None = None
-    sensor: SensorAttributes | None = None
-    pools: PoolsAttributes | None = None
-    checks: ChecksAttributes | None = None
+    channel: str = Field(description="the channel: a [channels.<name>] table of agent_conf")
+    agent_conf: str | None = _opt("the agent configuration naming the channel (default <conf dir>/agent.toml)")
+    checkpoint_dir: str | None = _opt("the channel's checkpoint directory as this host sees it (default: "
+                                      "agent_conf's)")
+    data_dirs: list[str] | None = _opt("the channel's data directories as this host sees them (default: "
+                                       "agent_conf's)")
+    agent: str | None = _opt("host:port: take through this agent's gRPC API (leased takes) instead of in-process")
+    landing_conf: str | None = _opt("Spark settings and landing defaults (default <conf dir>/landing.toml)")
+    landing_root: str | None = _opt("where the Parquet goes, <root>/<channel> (default: landing_conf's root)")
+    curated_root: str | None = _opt("where the curated tables go (default var/curated)")
+    batches_per_run: int | None = _opt("take transactions per landing run (default 1)")
+    dagster_conf: str | None = _opt("the [dagster] table of the keys left out (default <conf dir>/dagster.toml)")
+    partitions: PartitionsAttributes | None = _opt("the curated table's hourly partitions")
+    schedule: ScheduleAttributes | None = _opt("the drain schedule")
+    sensor: SensorAttributes | None = _opt("the landing sensor's thresholds and the observer's interval")
+    pools: PoolsAttributes | None = _opt("concurrency pools of the landing and curated assets")
+    checks: ChecksAttributes | None = _opt("thresholds of the asset checks")
 
     @classmethod
     def get_spec(cls) -> dg.ComponentTypeSpec:
