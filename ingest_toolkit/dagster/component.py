@@ -275,10 +275,9 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
         from dagster._utils.schedules import is_valid_cron_string
 
         if not is_valid_cron_string(settings.drain_cron):
-            source = (f"{where}: attributes.schedule.drain_cron" if "drain_cron" in values
-                      else f"{table}: dagster.drain_cron")
-            raise ConfigError(f"{source}: {settings.drain_cron!r} is not a cron expression (five fields, e.g. "
-                              "'*/30 * * * *')", key="attributes.schedule.drain_cron")
+            key = "attributes.schedule.drain_cron" if "drain_cron" in values else "dagster.drain_cron"
+            raise ConfigError(f"{where if key.startswith('attributes') else table}: {key}: {settings.drain_cron!r} is "
+                              "not a cron expression (five fields, e.g. '*/30 * * * *')", key=key)
         return settings
 
     def channel_spec(self, settings: OrchestrationSettings, where: Path) -> ChannelSpec:
@@ -292,10 +291,12 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
             raise ConfigError(f"{where}: attributes.channel: {self.channel!r} is not a channel of "
                               f"{settings.agent_conf} (its channels: {', '.join(specs) or 'none'}); name one of them "
                               "or add [channels." + self.channel + "] there", key="attributes.channel")
-        dirs = {k: v for k, v in (("checkpoint_dir", self.checkpoint_dir),
-                                  ("data_dirs", tuple(self.data_dirs) if self.data_dirs else None)) if v}
-        if dirs:
-            spec = spec.model_copy(update={**dirs, "settings": {**spec.settings, **{k: (list(v) if k == "data_dirs"
-                                                                                        else v)
-                                                                                    for k, v in dirs.items()}}})
+        moved: dict[str, Any] = {}  # ChannelConfig fields: opening the channel in-process uses them too
+        if self.checkpoint_dir:
+            moved["checkpoint_dir"] = self.checkpoint_dir
+        if self.data_dirs:
+            moved["data_dirs"] = list(self.data_dirs)
+        if moved:
+            spec = spec.model_copy(update={**moved, "data_dirs": tuple(moved.get("data_dirs", spec.data_dirs)),
+                                           "settings": {**spec.settings, **moved}})
         return spec
