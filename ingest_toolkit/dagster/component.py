@@ -206,9 +206,10 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
     """One ingest-toolkit channel: landing (Spark, exactly once), hourly curated table, sensors,
     drain schedule and every asset check.
 
-    The channel is the ``[channels.<channel>]`` table of ``agent_conf``; keys left out take
-    their value from the ``[dagster]`` table of ``dagster_conf`` (default ``conf/dagster.toml``),
-    else the toolkit's defaults.
+    The channel is a channels table of the agent configuration (agent_conf). Keys left out take
+    their value from the dagster table of dagster_conf (default conf/dagster.toml), else the
+    toolkit's defaults. Scaffold options: --channel (default: the directory's name), --agent-conf,
+    --agent (host:port, to take through that agent). docs/dagster.md has every key.
     """
 
     channel: str = Field(description="the channel: a [channels.<name>] table of agent_conf")
