@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import dagster as dg
 from dagster.components import Scaffolder, ScaffoldRequest
@@ -46,6 +46,12 @@ from ingest_toolkit.settings import validation_problems
 from .factory import ChannelOptions, build_channel_definitions
 
 __all__ = ["IngestChannelComponent", "IngestChannelScaffolder"]
+
+
+def _doc(description: str) -> dg.Resolver:
+    """A component attribute's description (dg's schema, the UI's Docs tab)."""
+    resolver: dg.Resolver = dg.Resolver.default(description=description)
+    return resolver
 
 
 def _opt(description: str) -> Any:
@@ -212,23 +218,29 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
     --agent (host:port, to take through that agent). docs/dagster.md has every key.
     """
 
-    channel: str = Field(description="the channel: a [channels.<name>] table of agent_conf")
-    agent_conf: str | None = _opt("the agent configuration naming the channel (default <conf dir>/agent.toml)")
-    checkpoint_dir: str | None = _opt("the channel's checkpoint directory as this host sees it (default: "
-                                      "agent_conf's)")
-    data_dirs: list[str] | None = _opt("the channel's data directories as this host sees them (default: "
-                                       "agent_conf's)")
-    agent: str | None = _opt("host:port: take through this agent's gRPC API (leased takes) instead of in-process")
-    landing_conf: str | None = _opt("Spark settings and landing defaults (default <conf dir>/landing.toml)")
-    landing_root: str | None = _opt("where the Parquet goes, <root>/<channel> (default: landing_conf's root)")
-    curated_root: str | None = _opt("where the curated tables go (default var/curated)")
-    batches_per_run: int | None = _opt("take transactions per landing run (default 1)")
-    dagster_conf: str | None = _opt("the [dagster] table of the keys left out (default <conf dir>/dagster.toml)")
-    partitions: PartitionsAttributes | None = _opt("the curated table's hourly partitions")
-    schedule: ScheduleAttributes | None = _opt("the drain schedule")
-    sensor: SensorAttributes | None = _opt("the landing sensor's thresholds and the observer's interval")
-    pools: PoolsAttributes | None = _opt("concurrency pools of the landing and curated assets")
-    checks: ChecksAttributes | None = _opt("thresholds of the asset checks")
+    channel: Annotated[str, _doc("the channel: a [channels.<name>] table of agent_conf")]
+    agent_conf: Annotated[str | None, _doc(
+        "the agent configuration naming the channel (default <conf dir>/agent.toml)")] = None
+    checkpoint_dir: Annotated[str | None, _doc(
+        "the channel's checkpoint directory as this host sees it (default: agent_conf's)")] = None
+    data_dirs: Annotated[list[str] | None, _doc(
+        "the channel's data directories as this host sees them (default: agent_conf's)")] = None
+    agent: Annotated[str | None, _doc(
+        "host:port: take through this agent's gRPC API (leased takes) instead of in-process")] = None
+    landing_conf: Annotated[str | None, _doc(
+        "Spark settings and landing defaults (default <conf dir>/landing.toml)")] = None
+    landing_root: Annotated[str | None, _doc(
+        "where the Parquet goes, <root>/<channel> (default: landing_conf's root)")] = None
+    curated_root: Annotated[str | None, _doc("where the curated tables go (default var/curated)")] = None
+    batches_per_run: Annotated[int | None, _doc("take transactions per landing run (default 1)")] = None
+    dagster_conf: Annotated[str | None, _doc(
+        "the [dagster] table of the keys left out (default <conf dir>/dagster.toml)")] = None
+    partitions: Annotated[PartitionsAttributes | None, _doc("the curated table's hourly partitions")] = None
+    schedule: Annotated[ScheduleAttributes | None, _doc("the drain schedule")] = None
+    sensor: Annotated[SensorAttributes | None, _doc(
+        "the landing sensor's thresholds and the observer's interval")] = None
+    pools: Annotated[PoolsAttributes | None, _doc("concurrency pools of the landing and curated assets")] = None
+    checks: Annotated[ChecksAttributes | None, _doc("thresholds of the asset checks")] = None
 
     @classmethod
     def get_spec(cls) -> dg.ComponentTypeSpec:

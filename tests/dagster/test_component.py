@@ -254,3 +254,17 @@ def test_the_scaffolded_file_reads_back_the_channel_name(channel: str) -> None:
     assert attributes["channel"] == channel
     pools = attributes["pools"]
     assert (pools["landing"], pools["curated"]) == (f"landing-{channel}", f"curated-{channel}")
+
+
+def test_every_attribute_is_described_for_the_docs_tab() -> None:
+    """dg's schema (and the UI's Docs tab) show a description for each key, nested ones included."""
+    model = IngestChannelComponent.get_model_cls()
+    assert model is not None
+    schema = model.model_json_schema()
+    undocumented = [name for name, field in schema["properties"].items() if not field.get("description")]
+    for definition, nested in schema.get("$defs", {}).items():
+        if definition.endswith("Attributes"):
+            undocumented += [f"{definition}.{name}" for name, field in nested["properties"].items()
+                             if not field.get("description")]
+    assert undocumented == []
+    assert {"PartitionsAttributes", "SensorAttributes", "ChecksAttributes"} <= set(schema["$defs"])
