@@ -1,6 +1,6 @@
 """What an orchestrator runs, without the orchestrator: landing, curation, the sensor's decision, checks.
 
-Dagster (``dagster_defs``) and any other orchestrator adapt these functions; none of them holds
+Dagster (``ingest_toolkit.dagster``) and any other orchestrator adapt these functions; none of them holds
 pipeline logic of its own, so a fix lands in every one at once. Nothing here imports an
 orchestrator, and pyspark is imported only inside the functions that start or use a session.
 

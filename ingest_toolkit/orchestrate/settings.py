@@ -1,4 +1,4 @@
-"""Orchestration settings: what an orchestrator's definitions (Dagster's in ``dagster_defs``) are built from.
+"""Orchestration settings: what an orchestrator's definitions (Dagster's in ``ingest_toolkit.dagster``) are built from.
 
 Three sources, all read when the definitions load (``dg dev``, ``dagster dev``, tests):
 
