@@ -102,6 +102,10 @@ class CurateHourOperator(_ChannelOperator):
                 self.log.info("hour %s: %d rows from %d landed directories, %d duplicates dropped",
                               first.isoformat(), result.rows, len(result.source_dirs), result.duplicates_dropped)
                 built.append(plain(curated_metadata(result)))
+        asset = curated_asset(self.channel)
+        if any(outlet == asset for outlet in self.outlets):
+            context["outlet_events"][asset].extra = {"hours": [hour["window_utc"] for hour in built],
+                                                     "rows": [hour["rows"] for hour in built]}
         return built
 
 

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from ..orchestrate.helpers import Setup, make_setup
 from .conftest import DAGS
 
-__all__ = ["DagResult", "airflow_setup", "landed_table", "run_dag"]
+__all__ = ["DagResult", "airflow_setup", "asset_events", "landed_table", "run_dag"]
 
 
 def airflow_setup(root: Path, **orchestrate: object) -> Setup:
@@ -63,3 +63,14 @@ def run_dag(dag_id: str, logical_date: datetime | None = None) -> DagResult:
 def landed_table(root: Path, channel: str = "events") -> Any:
     """The landed table of ``channel`` under ``root``/landing (every data file, pyarrow)."""
     return pq.read_table(root / "landing" / channel)
+
+
+def asset_events(name: str) -> list[dict[str, Any]]:
+    """The extras of the events of asset ``name`` recorded in the metadata database, oldest first."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = (session.query(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+                .filter(AssetModel.name == name).order_by(AssetEvent.id).all())
+        return [dict(row.extra) for row in rows]

@@ -14,7 +14,7 @@ from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
 
 from ..orchestrate.helpers import events_at, fill, hour_ms
 from .conftest import DAGS
-from .helpers import airflow_setup, landed_table, run_dag
+from .helpers import airflow_setup, asset_events, landed_table, run_dag
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -59,6 +59,8 @@ def test_ingest_lands_every_event_once_then_curation_builds_two_hours(conf: Path
     landed = ingest.xcom["land"]
     assert landed["events"] == 250 and landed["backlog_after"] == 0
     assert landed["partitions"] == [f"event_date=2026-11-20/event_hour={h}" for h in ("08", "09", "10")]
+    event = asset_events("ingest_toolkit.events.landed")[-1]  # what a DAG scheduled on the asset sees
+    assert (event["events"], event["partitions"]) == (250, landed["partitions"])
     table = landed_table(conf)
     assert sorted(table.column("body").to_pylist()) == sorted(bodies)  # every event, once
     assert len(set(table.column("event_id").to_pylist())) == 250
@@ -76,6 +78,8 @@ def test_ingest_lands_every_event_once_then_curation_builds_two_hours(conf: Path
         assert curate.xcom["curated_no_duplicate_event_ids"]["passed"] is True
     assert rows == {"2026-11-20T08:00:00+00:00 .. 2026-11-20T09:00:00+00:00": 90,
                     "2026-11-20T09:00:00+00:00 .. 2026-11-20T10:00:00+00:00": 90}
+    assert [(e["hours"], e["rows"]) for e in asset_events("ingest_toolkit.events.curated")[-2:]] == [
+        ([hour], [90]) for hour in rows]
     hour8 = conf / "curated" / "events" / "event_date=2026-11-20" / "event_hour=08"
     before = sorted(p.name for p in hour8.glob("*.parquet"))
     again = run_dag("curate_events", datetime(2026, 11, 20, 9, tzinfo=UTC))  # a rerun, as a backfill does
