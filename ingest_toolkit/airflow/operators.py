@@ -44,9 +44,10 @@ CURATED_CHECKS = [name for name, info in CHECKS.items() if info.target == "curat
 
 class _ChannelOperator(BaseOperator):
     """An operator of one channel: ``conf_dir`` (default ``INGEST_CONF_DIR``, else ``conf``) and
-    the optional ``ingest_agent`` connection ``agent_conn_id``."""
+    the optional ``ingest_agent`` connection ``agent_conn_id``. Only ``conf_dir`` is templated: the
+    channel names the task's assets, which Airflow must know when it parses the DAG."""
 
-    template_fields = ("channel", "conf_dir")
+    template_fields = ("conf_dir",)
 
     def __init__(self, *, channel: str, conf_dir: str | None = None, agent_conn_id: str | None = None,
                  **kwargs: Any) -> None:

@@ -26,7 +26,7 @@ class ChannelBacklogSensor(BaseSensorOperator):
     """Succeeds when channel ``channel`` has a committed backlog at or above the thresholds (or,
     with ``drain_after``, any backlog once that long has passed)."""
 
-    template_fields = ("channel", "conf_dir")
+    template_fields = ("conf_dir",)
 
     def __init__(self, *, channel: str, conf_dir: str | None = None, drain_after: timedelta | None = None,
                  **kwargs: Any) -> None:
