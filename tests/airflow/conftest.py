@@ -8,12 +8,12 @@ directory, before any test module here imports Airflow.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ import pytest
 assert "airflow" not in sys.modules, "Airflow was imported before tests/airflow isolated its home"
 
 HOME = Path(tempfile.mkdtemp(prefix="ingest-airflow-home-"))
+atexit.register(shutil.rmtree, HOME, ignore_errors=True)  # also when no test here runs (-m slow, -k)
 DAGS = HOME / "dags"
 DAGS.mkdir()
 os.environ.update({
@@ -33,12 +34,6 @@ os.environ.update({
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "docs" / "examples" / "airflow"
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _remove_airflow_home() -> Iterator[None]:
-    yield
-    shutil.rmtree(HOME, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
