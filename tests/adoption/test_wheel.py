@@ -32,8 +32,8 @@ from .session import clean_env, first_session, run
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-EXTRAS = {"spark", "connect", "dagster", "all", "dev"}
-NOT_CORE = ("pyspark", "pyarrow", "numpy", "pandas", "dagster", "pendulum", "tomlkit")
+EXTRAS = {"spark", "connect", "dagster", "airflow", "all", "dev"}
+NOT_CORE = ("pyspark", "pyarrow", "numpy", "pandas", "dagster", "pendulum", "tomlkit", "apache-airflow")
 
 
 def _build(out: Path) -> tuple[Path, Path]:
@@ -111,9 +111,14 @@ def test_the_wheel_with_only_the_core_runs_a_first_session_outside_the_checkout(
     where = subprocess.run([bin_dir / "python", "-c", "import ingest_toolkit; print(ingest_toolkit.__file__)"],
                            cwd=work, env=env, capture_output=True, text=True, check=True).stdout
     assert str(tmp_path / "venv") in where and str(REPO) not in where  # the installed copy, not the checkout
-    for extra_only in ("pyspark", "pyarrow", "dagster"):
+    for extra_only in ("pyspark", "pyarrow", "dagster", "airflow"):
         assert subprocess.run([bin_dir / "python", "-c", f"import {extra_only}"], cwd=work, env=env,
                               capture_output=True).returncode != 0, f"{extra_only} came with the core install"
+    provider = subprocess.run([bin_dir / "python", "-c", "import ingest_toolkit.airflow"], cwd=work, env=env,
+                              capture_output=True, text=True)
+    assert provider.returncode == 1 and provider.stderr.splitlines()[-1] == (
+        "ingest_toolkit.extras.MissingExtraError: ingest_toolkit.airflow needs Airflow: "
+        "pip install 'ingest-toolkit[airflow]'"), provider.stderr
 
     document = first_session([str(bin_dir / "ingest-toolkit")], work, env, events=1000)
     assert document["checkpoint"]["puts_committed"] == 1000 and document["checkpoint"]["queue_size"] == 1000
