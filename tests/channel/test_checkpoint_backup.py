@@ -30,6 +30,7 @@ from ingest_toolkit.channel.checkpoint import (
     read_checkpoint_meta,
 )
 from ingest_toolkit.channel.tools import inspect_channel, verify_channel
+from ingest_toolkit.channel.tools.reports import BackupInfo
 
 from .checkpoint_helpers import bodies, crash, data_files, listing, put, queued, settings, take
 from .child_driver import HERE, ChildLog, ChildProcess, crash_child
@@ -257,28 +258,32 @@ def test_backup_checkpoint_dir_must_be_its_own_directory(tmp_path: Path) -> None
 # -- tools ------------------------------------------------------------------------------------------
 def test_inspect_and_verify_report_the_backup(tmp_path: Path) -> None:
     fs = FaultyFileSystem()
+    dirs = (str(tmp_path / "checkpoint"), [str(tmp_path / "data1"), str(tmp_path / "data2")])
     with FileChannel(fs=fs, **backup_settings(tmp_path)) as ch:
-        put(ch, bodies("a", 40, 600))
+        put(ch, bodies("a", 250, 600))
         ch.checkpoint()
         first = ch.last_checkpoint.meta.checkpoint_id  # type: ignore[union-attr]
-        fs.inject("create", path_pattern=r"/backup/", persistent=True)
-        take(ch, 40)
-        put(ch, bodies("b", 40, 600))
+        report = inspect_channel(*dirs)
+        assert report.backup == BackupInfo(str(tmp_path / "backup"), first, report.backup.written_unix_ns, True)
+        fs.inject("create", path_pattern=r"/backup/", persistent=True)  # every later copy fails, the close's too
+        take(ch, 250)
+        put(ch, bodies("b", 250, 600))
         ch.checkpoint()
-        fs.clear_faults()
-        report = inspect_channel(str(tmp_path / "checkpoint"), [str(tmp_path / "data1"), str(tmp_path / "data2")])
+        report = inspect_channel(*dirs)
         assert report.backup is not None and report.backup.checkpoint_id == first
         assert report.to_json()["backup"]["current"] is False
         assert report.to_json()["checkpoint"]["backup_checkpoint_id"] == first
-        ch._checkpointer.backup_dir = None  # the close must not refresh the backup: verify sees it stale
-    dirs = (str(tmp_path / "checkpoint"), [str(tmp_path / "data1"), str(tmp_path / "data2")])
+    assert 1 in _segment_ids(tmp_path)  # kept for the stale backup
     result = verify_channel(*dirs)
     assert result.ok, result.findings  # the segments the stale backup keeps are not orphans
     assert any("backup" in note and f"#{first}" in note for note in result.notes), result.notes
     _checksum_bad(tmp_path / "backup")
     result = verify_channel(*dirs)
-    assert [f.kind for f in result.findings] == ["backup_unusable"]
-    assert inspect_channel(*dirs).to_json()["backup"]["problem"]
+    # unusable, it keeps nothing: the segments only it needed are orphans now (the next open deletes them)
+    assert {f.kind for f in result.findings} == {"backup_unusable", "orphaned_log"}
+    assert inspect_channel(*dirs).to_json()["backup"]["current"] is False  # inspect reads the meta only
+    _truncated(tmp_path / "backup")
+    assert "truncated or damaged" in inspect_channel(*dirs).to_json()["backup"]["problem"]
 
 
 # -- SIGKILL during the backup copy --------------------------------------------------------------------
