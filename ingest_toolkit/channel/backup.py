@@ -35,7 +35,7 @@ from crc32c import crc32c
 
 from ..errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError
 from . import format as fmt
-from .checkpoint import CHECKPOINT_META, Checkpoint, encode_meta, load_checkpoint, remove_stale_files
+from .checkpoint import CHECKPOINT_META, SYNC_EVERY, Checkpoint, encode_meta, load_checkpoint, remove_stale_files
 from .fs import FileSystem, write_atomic
 from .proto import channel_pb2 as pb
 from .segment import read_meta
@@ -106,7 +106,7 @@ def _copy_verified(fs: FileSystem, src: str, dst: str, size: int, crc: int) -> N
 
 def _copy(source, out, size: int, src: str) -> int:  # type: ignore[no-untyped-def]
     """Copy ``size`` bytes in chunks; returns their CRC32C."""
-    running = offset = 0
+    running = offset = unsynced = 0
     while offset < size:
         chunk = source.pread(min(_CHUNK, size - offset), offset)
         if not chunk:
@@ -114,6 +114,10 @@ def _copy(source, out, size: int, src: str) -> int:  # type: ignore[no-untyped-d
         running = crc32c(chunk, running)
         out.pwrite(chunk, offset)
         offset += len(chunk)
+        unsynced += len(chunk)
+        if unsynced >= SYNC_EVERY:  # in steps, so that commits' syncs never wait behind all of it
+            out.sync()
+            unsynced = 0
     return running
 
 
