@@ -36,7 +36,7 @@ from crc32c import crc32c
 from ..errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError
 from . import format as fmt
 from .checkpoint import CHECKPOINT_META, SYNC_EVERY, Checkpoint, encode_meta, load_checkpoint, remove_stale_files
-from .fs import FileSystem, write_atomic
+from .fs import File, FileSystem, write_atomic
 from .proto import channel_pb2 as pb
 from .segment import read_meta
 
@@ -104,7 +104,7 @@ def _copy_verified(fs: FileSystem, src: str, dst: str, size: int, crc: int) -> N
     fs.rename(tmp, dst)
 
 
-def _copy(source, out, size: int, src: str) -> int:  # type: ignore[no-untyped-def]
+def _copy(source: File, out: File, size: int, src: str) -> int:
     """Copy ``size`` bytes in chunks; returns their CRC32C."""
     running = offset = unsynced = 0
     while offset < size:

@@ -257,7 +257,8 @@ class FileChannel:
 
     # -- used by the Checkpointer ---------------------------------------------------------
     def _snapshot(self) -> tuple[Snapshot, dict[int, str]]:
-        """Copy the state as of the log's current end, after making that end durable."""
+        """The published state and its log position, under the lock: bookkeeping is copied, the
+        queue lent (``PointerQueue.freeze``, no copy); nothing is synced here."""
         with self._cond:
             if self._closed:
                 raise ChannelClosedError()
@@ -273,14 +274,15 @@ class FileChannel:
             open_txns = sorted(self._open.values(), key=lambda t: t.txn_id)
             puts = [(t.txn_id, t.spilled[: bisect_left(t.spilled, limit)])
                     for t in open_txns if t.kind is TxnKind.PUT and t.spilled]
-            snap = Snapshot(
+            takes, tags = take_chunks(open_txns), self._tags.records()
+            snap = Snapshot(  # the queue is lent last: nothing after it can fail and leave it lent
                 checkpoint_id=self._checkpoint_id, queue=self._queue.freeze(),
-                takes=take_chunks(open_txns), puts=[(txn, ptrs) for txn, ptrs in puts if ptrs],
+                takes=takes, puts=[(txn, ptrs) for txn, ptrs in puts if ptrs],
                 refcounts=dict(self._refcounts), log_id=log_id, log_offset=log_offset,
                 last_seq=self._seq - 1, next_txn_id=self._next_txn, marks=list(self._marks),
                 puts_committed=self._puts_total, takes_committed=self._takes_total,
                 capacity=self.config.capacity, interval_ms=int(self.config.checkpoint_interval * 1000),
-                tags=self._tags.records())
+                tags=tags)
             return snap, dict(self._paths)
 
     def _sync_through(self, position: tuple[int, int]) -> None:
