@@ -80,10 +80,10 @@ class PointerQueue:
         if self._lent is frozen:
             self._lent = None
 
-    def _protect(self, start: int, n: int) -> None:
-        """Before writing slots ``[start, start + n)`` (mod capacity): if one of them is lent,
-        the live queue moves to a copy of its buffer and the reader keeps the old one."""
-        lent = self._lent
+    def _protect(self, start: int, block: array[int]) -> None:
+        """Before writing ``block`` at slot ``start`` (mod capacity): if that changes a lent
+        slot, the live queue moves to a copy of its buffer and the reader keeps the old one."""
+        lent, n = self._lent, len(block)
         if lent is None or not n:
             return
         if lent._buf is not self._buf:  # the queue grew into a new buffer: nothing to protect
@@ -91,9 +91,12 @@ class PointerQueue:
             return
         cap = len(self._buf)
         distance = (start - lent._start) % cap  # where the write begins, seen from the lent head
-        if distance < lent._size or distance + n > cap:
-            self._buf = self._buf[:]  # the reader keeps the old buffer; nothing writes it again
-            self._lent = None
+        if distance >= lent._size and distance + n <= cap:
+            return  # no lent slot is written
+        if start + n <= cap and self._buf[start:start + n] == block:
+            return  # the same values again: the rollback of the latest take puts its events back where they were
+        self._buf = self._buf[:]  # the reader keeps the old buffer; nothing writes it again
+        self._lent = None
 
     def __len__(self) -> int:
         return self._size
@@ -145,11 +148,11 @@ class PointerQueue:
         return self._buf[start:] + self._buf[: end - cap]
 
     def _write(self, start: int, pointers: Sequence[int]) -> None:
-        if self._lent is not None:
-            self._protect(start, len(pointers))
         cap, n = len(self._buf), len(pointers)
         first = min(n, cap - start)
         block = pointers if isinstance(pointers, array) else array("Q", pointers)
+        if self._lent is not None:
+            self._protect(start, block)
         self._buf[start : start + first] = block[:first]
         if first < n:
             self._buf[: n - first] = block[first:]

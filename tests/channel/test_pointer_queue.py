@@ -70,3 +70,21 @@ def _apply(queue: PointerQueue, model: deque[int], sequence: list[tuple[str, obj
         else:
             n = min(arg, len(model))  # type: ignore[call-overload]
             assert queue.popleft(arg) == [model.popleft() for _ in range(n)]  # type: ignore[arg-type]
+
+
+def test_lending_copies_only_when_a_lent_slot_would_change() -> None:
+    """A checkpoint's lent queue costs no copy for appends, takes, or the rollback of the latest
+    take (the same pointers back in the same slots); a different rollback copies the ring once."""
+    queue = PointerQueue(range(4000))  # a ring of 4096 slots
+    assert queue.popleft(3000) == list(range(3000))
+    frozen = queue.freeze()  # slots 3000..3999
+    lent = queue._buf
+    queue.extend(list(range(4000, 4500)))  # wraps around to slots 0..403, none of them lent
+    taken = queue.popleft(300)
+    queue.extendleft(taken)  # rolled back: the same values in the same slots
+    assert queue._buf is lent
+    queue.popleft(10)
+    queue.extendleft([7] * 10)  # other pointers over lent slots: the live queue moves to a copy
+    assert queue._buf is not lent
+    assert array("Q", b"".join(bytes(p) for p in frozen.parts())).tolist() == list(range(3000, 4000))
+    frozen.release()
