@@ -163,7 +163,7 @@ def _encode_inflight(snap: Snapshot) -> pb.Inflight:
 
 
 SYNC_EVERY: Final = 4 << 20
-"""Large checkpoint files are synced every this many bytes while written, not only at the end
+"""Large checkpoint files are synced every this many bytes while written, not only at the end:
 one flush of 80 MB makes the commits' fdatasyncs of the log on the same disk wait behind it."""
 
 
