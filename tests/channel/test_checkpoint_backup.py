@@ -350,3 +350,31 @@ def test_sigkill_during_the_backup_copy_leaves_both_copies_usable(tmp_path: Path
         assert counters == left, f"{context}: {len(counters)} events recovered, {len(left)} committed"
         queue = counters
     assert sources == {"backup": 5, "checkpoint": 5}
+
+
+def test_repair_removes_the_backup_too_so_the_next_open_replays_in_full(tmp_path: Path) -> None:
+    """A restored backup would point into the frames repair replaced by NOOPs."""
+    from ingest_toolkit.channel import format as fmt
+    from ingest_toolkit.channel.tools import repair_channel
+
+    with FileChannel(**backup_settings(tmp_path)) as ch:
+        for round_ in range(8):
+            put(ch, bodies(f"r{round_}-", 30, 600))
+    oldest = tmp_path / "data2" / "log-1"
+    data = oldest.read_bytes()
+    offset, puts = fmt.SEGMENT_HEADER_SIZE, []
+    while offset < len(data):
+        ftype, length, _txn, _seq = fmt.check_frame(data, offset, len(data))
+        puts += [(offset, length)] if ftype == fmt.FrameType.PUT else []
+        offset += length
+    victim, length = puts[len(puts) // 2]
+    damaged = bytearray(data)
+    damaged[victim + length - 10] ^= 0xFF  # inside an event body: the frame's CRC fails
+    oldest.write_bytes(bytes(damaged))
+    dirs = (str(tmp_path / "checkpoint"), [str(tmp_path / "data1"), str(tmp_path / "data2")])
+    report = repair_channel(*dirs, dry_run=False)
+    assert report.checkpoint_removed and report.queue_after is not None and report.queue_after < 240
+    assert not _meta_path(tmp_path / "checkpoint").exists() and not _meta_path(tmp_path / "backup").exists()
+    with FileChannel(**backup_settings(tmp_path)) as ch:
+        assert ch.recovery_source == "full-replay" and ch.backup_problem is None
+        assert len(queued(ch)) == report.queue_after  # every event readable
