@@ -378,3 +378,29 @@ def test_repair_removes_the_backup_too_so_the_next_open_replays_in_full(tmp_path
     with FileChannel(**backup_settings(tmp_path)) as ch:
         assert ch.recovery_source == "full-replay" and ch.backup_problem is None
         assert len(queued(ch)) == report.queue_after  # every event readable
+
+
+def test_a_reader_without_the_backup_fields_still_reads_checkpoint_meta(tmp_path: Path) -> None:
+    """checkpoint.meta is public: a reader generated from the .proto before the backup fields
+    existed parses the new file (protobuf skips unknown fields) and sees the same values."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    from ingest_toolkit.channel.proto import channel_pb2 as pb
+
+    with FileChannel(**backup_settings(tmp_path)) as ch:
+        put(ch, bodies("a", 10))
+    data = _meta_path(tmp_path / "checkpoint").read_bytes()
+    new = decode_meta(data)
+    assert new.backup_checkpoint_id == new.checkpoint_id and new.backup_dir == str(tmp_path / "backup")
+    proto = descriptor_pb2.FileDescriptorProto()
+    pb.DESCRIPTOR.CopyToProto(proto)
+    meta_type = next(m for m in proto.message_type if m.name == "CheckpointMeta")
+    kept = [f for f in meta_type.field if f.name not in ("backup_checkpoint_id", "backup_dir")]
+    del meta_type.field[:]
+    meta_type.field.extend(kept)
+    pool = descriptor_pool.DescriptorPool()  # a pool of its own: the same names, the old fields
+    pool.Add(proto)
+    old_class = message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{proto.package}.CheckpointMeta"))
+    old = old_class.FromString(data[12:-4])  # the documented framing: 12-byte header, 4-byte CRC
+    assert old.checkpoint_id == new.checkpoint_id and old.queue_size == new.queue_size == 10
+    assert dict(old.log_refcounts) == dict(new.log_refcounts) and old.queue_file == new.queue_file
