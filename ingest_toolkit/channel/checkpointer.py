@@ -118,14 +118,15 @@ class Checkpointer:
             log.error("%s; the previous backup (#%d) is kept, and so are the log segments it needs",
                       self.backup.problem, self.backup.checkpoint_id)
             return self.backup.problem
+        previous = meta.backup_checkpoint_id
         self.backup.checkpoint_id = meta.backup_checkpoint_id = meta.checkpoint_id
         self.backup.floor = deletion_floor(snap.log_id, snap.refcounts, snap.puts)
         self.backup.problem = None
         try:  # checkpoint.meta now says the backup is of this checkpoint (same bytes as the copy's)
             write_atomic(self._fs, os.path.join(self._dir, CHECKPOINT_META), data)
         except OSError as err:
-            log.warning("checkpoint.meta in %s still names backup #%d (not updated: %s)", self._dir,
-                        meta.checkpoint_id - 1, err)
+            log.warning("checkpoint.meta in %s still names backup #%d, not #%d (not updated: %s)", self._dir,
+                        previous, meta.checkpoint_id, err)
         return None
 
     def _delete(self, log_ids: list[int], paths: dict[int, str]) -> list[int]:
