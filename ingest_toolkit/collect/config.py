@@ -196,8 +196,9 @@ def _resolved_channels(channels: object, base: Path) -> object:
     for name, table in channels.items():
         if isinstance(table, dict):
             table = dict(table)
-            if isinstance(table.get("checkpoint_dir"), str):
-                table["checkpoint_dir"] = str(base / table["checkpoint_dir"])
+            for key in ("checkpoint_dir", "backup_checkpoint_dir"):
+                if isinstance(table.get(key), str):
+                    table[key] = str(base / table[key])
             if isinstance(table.get("data_dirs"), list):
                 table["data_dirs"] = [str(base / d) if isinstance(d, str) else d for d in table["data_dirs"]]
         out[name] = table
@@ -254,7 +255,9 @@ def _check_directories(core: _Core, sources: Mapping[str, SourceSettings], base:
     owners: dict[str, str] = {}
     channel_dirs = [(f"channels.{name}.{key}", directory) for name, channel in core.channels.items()
                     for key, directory in [("checkpoint_dir", channel.checkpoint_dir),
-                                           *(("data_dirs", d) for d in channel.data_dirs)]]
+                                           *(("data_dirs", d) for d in channel.data_dirs),
+                                           *([("backup_checkpoint_dir", channel.backup_checkpoint_dir)]
+                                             if channel.backup_checkpoint_dir else [])]]
     for key, directory in channel_dirs:
         real = os.path.realpath(directory)
         if real in owners:

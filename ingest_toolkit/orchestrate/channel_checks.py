@@ -147,6 +147,14 @@ def drained_logs_deleted(spec: ChannelSpec, settings: OrchestrationSettings, now
         return verdict(name, settings, passed=True, metadata=metadata, description=(
             f"{len(below)} segments below the floor, but the checkpoint is only {age:.0f} s old: "
             "deletion may be in progress"))
+    meta = checkpoint.meta
+    if below and meta.backup_dir and meta.backup_checkpoint_id < meta.checkpoint_id:
+        metadata["backup_checkpoint_id"] = meta.backup_checkpoint_id
+        return verdict(name, settings, passed=False, metadata=metadata, description=(
+            f"{len(below)} drained log files below the deletion floor log-{floor} are kept for the backup copy "
+            f"#{meta.backup_checkpoint_id or 'none'} in {meta.backup_dir}, older than checkpoint "
+            f"#{meta.checkpoint_id}: "
+            "backup copies are failing (see the agent's log); the disk fills until one succeeds"))
     return verdict(name, settings, passed=not below, metadata=metadata, description=(
         f"{len(below)} drained log files below the deletion floor log-{floor} were not deleted" if below
         else f"no drained log file below the deletion floor log-{floor}"))
