@@ -23,7 +23,7 @@ from .proto import channel_pb2 as pb
 from .tags import TagRecord
 
 __all__ = ["Event", "EventColumns", "SMALL_VARINTS", "varint", "decode_put", "decode_puts", "encode_put",
-           "encode_put_pairs", "encode_puts_columns", "header_entry", "HeaderNeedsProtobuf", "encode_take",
+           "encode_put_pairs", "encode_puts_columns", "header_entry", "encode_take",
            "decode_take",
            "encode_commit", "decode_commit", "encode_rollback", "TXN_PUT", "TXN_TAKE"]
 
@@ -143,17 +143,13 @@ def encode_puts_columns(bodies: Sequence[bytes], counts: Sequence[int], keys: Se
     return out
 
 
-class HeaderNeedsProtobuf(ValueError):
-    """A header this module does not encode by hand (longer than 127 bytes): protobuf does."""
-
-
-def header_entry(key: str, value: str) -> bytes:
-    """The encoded map entry of one header (field 2 of ``Put``); HeaderNeedsProtobuf when longer
-    than 127 bytes, AttributeError or UnicodeEncodeError when not an encodable str."""
+def header_entry(key: str, value: str) -> bytes | None:
+    """The encoded map entry of one header (field 2 of ``Put``), or None when longer than 127
+    bytes (protobuf writes it); AttributeError or UnicodeEncodeError when not an encodable str."""
     k, v = key.encode(), value.encode()
     nk, nv = len(k), len(v)
     if nk > 127 or nv > 127:
-        raise HeaderNeedsProtobuf(f"header {key[:20]!r} longer than 127 bytes")
+        return None
     return b"".join((b"\x12", SMALL_VARINTS[nk + nv + 4], b"\x0a", SMALL_VARINTS[nk], k, b"\x12", SMALL_VARINTS[nv], v))
 
 
@@ -169,9 +165,12 @@ def _header_entries(keys: Sequence[str], values: Sequence[str]) -> list[bytes] |
         for pair in zip(keys, values, strict=True):
             entry = cache.get(pair)
             if entry is None:
-                entry = cache[pair] = header_entry(*pair)
+                entry = header_entry(*pair)
+                if entry is None:
+                    return None
+                cache[pair] = entry
             append(entry)
-    except (HeaderNeedsProtobuf, AttributeError, TypeError, UnicodeEncodeError):  # TypeError: unhashable
+    except (AttributeError, TypeError, UnicodeEncodeError):  # TypeError: unhashable
         return None
     return entries
 

@@ -24,7 +24,6 @@ from .codec import (
     SMALL_VARINTS,
     Event,
     EventColumns,
-    HeaderNeedsProtobuf,
     encode_put,
     encode_puts_columns,
     header_entry,
@@ -280,12 +279,17 @@ def _payloads(batch: Sequence[Event]) -> list[bytes]:
             for pair in headers.items():
                 entry = entries.get(pair)
                 if entry is None:
-                    entry = entries[pair] = header_entry(*pair)
+                    entry = header_entry(*pair)
+                    if entry is None:
+                        break
+                    entries[pair] = entry
                 parts.append(entry)
-        except (HeaderNeedsProtobuf, AttributeError, TypeError, UnicodeEncodeError):
-            append(encode_put(body, headers))  # long, non-string or unencodable: protobuf and its errors
-        else:
-            append(join(parts))
+            else:
+                append(join(parts))
+                continue
+        except (AttributeError, TypeError, UnicodeEncodeError):
+            pass
+        append(encode_put(body, headers))  # long, non-string or unencodable: protobuf and its errors
     return out
 
 
