@@ -162,7 +162,7 @@ class Downstream:
     def acked(self, events: int, seconds: float, duplicate: bool) -> None:
         with self._lock:
             self._counts["batches"] += 1
-            self._counts["events"] += 0 if duplicate else events
+            self._counts["events"] += events  # acknowledged: stored now, or by the put whose ack was lost
             self._counts["duplicate_batches"] += int(duplicate)
             self._ack.observe(seconds)
         self.failures = 0

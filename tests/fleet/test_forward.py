@@ -1,0 +1,242 @@
+"""The forward sink and its batch ids, with a real aggregator agent (in this process) downstream.
+
+The batch-id proof, one test per redelivery path: a lost ack (the put committed, the answer did
+not arrive), a definite failure while more events arrived (the retake must be the same events),
+a crash of the edge after the downstream commit (the in-flight record survives), and a crash
+after the local commit (the stale record is recognised and dropped).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ingest_toolkit.channel import Event, EventColumns, FileChannel
+from ingest_toolkit.collect.sinks import Downstream, ForwardSinkSettings, SinkGroup, add_hop, forward_batch_id
+from ingest_toolkit.collect.sinks.processors import Failover, LoadBalance
+from ingest_toolkit.rpc.client import AgentClient
+from ingest_toolkit.rpc.errors import AgentUnavailableError
+
+from .harness import FleetSetup, forward_sink, free_port, in_process, take_all, wait_for
+
+
+class Crash(BaseException):
+    """Stands for the edge process dying at this point: nothing after it runs."""
+
+
+@pytest.fixture
+def aggregator(tmp_path: Path) -> Any:
+    setup = FleetSetup(tmp_path / "agg", name="agg", grpc_port=free_port())
+    agent = in_process(setup)
+    yield setup, agent
+    agent.stop()
+
+
+def _channel(root: Path) -> FileChannel:
+    return FileChannel(checkpoint_dir=str(root / "cp"), data_dirs=[str(root / "data")], min_free_bytes=0,
+                       preallocate_bytes=0, max_file_size=4 << 20)
+
+
+def _put(channel: FileChannel, bodies: list[str], headers: dict[str, str] | None = None) -> None:
+    with channel.transaction() as tx:
+        tx.put_many([Event(b.encode(), dict(headers or {})) for b in bodies])
+
+
+def _group(channel: FileChannel, address: str, state: Path, *, batch_size: int = 100) -> SinkGroup:
+    sink = Downstream("agg", ForwardSinkSettings(type="forward", channel="events", address=address,
+                                                 downstream_channel="events", batch_size=batch_size, linger=0,
+                                                 timeout=5))
+    return SinkGroup("g", channel, [sink], Failover({}, ["agg"]), state, min_penalty=0.01, max_penalty=0.02)
+
+
+def _held(agent: Any) -> list[str]:
+    """Bodies in the aggregator's channel (taken through its gRPC API, committed)."""
+    client = AgentClient(f"127.0.0.1:{agent.config.agent.grpc.port}")
+    bodies: list[str] = []
+    while True:
+        with client.open_take("events", 1000) as take:
+            if not take.events:
+                break
+            bodies += [e.body.decode() for e in take.events]
+    client.close()
+    return bodies
+
+
+def _recording(group: SinkGroup, fail: Any) -> list[tuple[str, list[str]]]:
+    """Wrap the group's sink: every put is recorded (batch id, bodies); ``fail(n, put)`` may raise."""
+    sink = group.sinks[0]
+    real = sink.put
+    calls: list[tuple[str, list[str]]] = []
+
+    def put(columns: EventColumns, batch_id: str) -> Any:
+        assert batch_id == forward_batch_id(group.channel.channel_id, columns.seqs[0], len(columns))
+        calls.append((batch_id, [b.decode() for b in columns.bodies]))
+        return fail(len(calls), lambda: real(columns, batch_id))
+
+    sink.put = put  # type: ignore[method-assign]
+    return calls
+
+
+def test_events_and_headers_pass_through_with_one_hop(tmp_path: Path, aggregator: Any) -> None:
+    agg_setup, agg = aggregator
+    edge_setup = FleetSetup(tmp_path / "edge", name="edge", extra=forward_sink("up", agg_setup.address))
+    edge = in_process(edge_setup)
+    try:
+        client = AgentClient(f"127.0.0.1:{edge.grpc.port}")  # type: ignore[union-attr]
+        for n in range(5):
+            client.put([Event(f"e{n}-{i}".encode(), {"host": "a", "n": str(n)}) for i in range(100)],
+                       channel="events", batch_id=f"p-{n}")
+        client.close()
+        wait_for(lambda: len(agg.channels["events"]) == 500, what="500 events at the aggregator")
+        status = edge.status()["sinks"]["up"]
+        assert status["events"] == 500 and status["sinks"]["up"]["events"] == 500
+        assert "ingest_sink_events_total{sink=\"up\",group=\"up\"} 500" in edge.metrics_text()
+    finally:
+        edge.stop()
+    agg.stop()
+    events = take_all(agg_setup.channel_settings())
+    assert sorted(e.body.decode() for e in events) == sorted(f"e{n}-{i}" for n in range(5) for i in range(100))
+    assert all(e.headers == {"host": "a", "n": e.body.decode()[1:].split("-")[0], "ingest.hops": "1"}
+               for e in events)
+    assert take_all(edge_setup.channel_settings()) == []
+
+
+def test_a_lost_ack_redelivers_the_same_batch_id_and_is_stored_once(tmp_path: Path, aggregator: Any) -> None:
+    agg_setup, agg = aggregator
+    channel = _channel(tmp_path / "edge")
+    _put(channel, [f"x{i}" for i in range(50)])
+    group = _group(channel, agg_setup.address, tmp_path / "state")
+
+    def fail(n: int, put: Any) -> Any:
+        ack = put()
+        if n == 1:
+            raise AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: Socket closed); retry later")
+        return ack
+
+    calls = _recording(group, fail)
+    while len(channel):
+        group.step()
+    assert len(calls) == 2 and calls[0] == calls[1]
+    stats = group.sinks[0].stats()
+    assert (stats["in_doubt_failures"], stats["duplicate_batches"], stats["events"]) == (1, 1, 50)
+    assert sorted(_held(agg)) == sorted(f"x{i}" for i in range(50))
+    channel.close()
+
+
+def test_a_retake_after_a_failure_holds_the_same_events_though_more_arrived(tmp_path: Path, aggregator: Any) -> None:
+    agg_setup, agg = aggregator
+    channel = _channel(tmp_path / "edge")
+    _put(channel, [f"a{i}" for i in range(5)])
+    group = _group(channel, agg_setup.address, tmp_path / "state")
+
+    def fail(n: int, put: Any) -> Any:
+        if n == 1:
+            other = threading.Thread(target=_put, args=(channel, [f"b{i}" for i in range(10)]))
+            other.start()  # more events queue up behind the batch (another thread: one transaction each)
+            other.join()
+            raise AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: failed to connect to all "
+                                        "addresses); retry later")
+        return put()
+
+    calls = _recording(group, fail)
+    while len(channel):
+        group.step()
+    assert calls[0] == calls[1] and calls[0][1] == [f"a{i}" for i in range(5)]
+    assert calls[2][1] == [f"b{i}" for i in range(10)]
+    assert sorted(_held(agg)) == sorted([f"a{i}" for i in range(5)] + [f"b{i}" for i in range(10)])
+    channel.close()
+
+
+def test_an_edge_crash_after_the_downstream_commit_redelivers_the_same_batch(tmp_path: Path, aggregator: Any) -> None:
+    agg_setup, agg = aggregator
+    channel = _channel(tmp_path / "edge")
+    _put(channel, [f"c{i}" for i in range(15)])  # fewer than batch_size: the retake must not take more
+    group = _group(channel, agg_setup.address, tmp_path / "state", batch_size=20)
+
+    def crash(n: int, put: Any) -> Any:
+        put()
+        raise Crash
+
+    first = _recording(group, crash)
+    with pytest.raises(Crash):
+        group.step()
+    group.sinks[0].close()
+    channel.close()  # the open take rolls back, as recovery after a crash would
+    record = json.loads((tmp_path / "state" / "inflight.json").read_text())
+    assert record["batch_id"] == first[0][0] and record["in_doubt"] == "agg"
+
+    channel = _channel(tmp_path / "edge")
+    _put(channel, [f"d{i}" for i in range(30)])  # the restarted edge has more queued
+    again = _group(channel, agg_setup.address, tmp_path / "state", batch_size=20)
+    calls = _recording(again, lambda n, put: put())
+    while len(channel):
+        again.step()
+    assert calls[0] == first[0]
+    assert again.sinks[0].stats()["duplicate_batches"] == 1
+    assert not (tmp_path / "state" / "inflight.json").exists()
+    assert sorted(_held(agg)) == sorted([f"c{i}" for i in range(15)] + [f"d{i}" for i in range(30)])
+    channel.close()
+
+
+def test_the_record_of_a_batch_committed_before_a_crash_is_dropped(tmp_path: Path, aggregator: Any) -> None:
+    agg_setup, agg = aggregator
+    channel = _channel(tmp_path / "edge")
+    _put(channel, [f"e{i}" for i in range(10)])
+    group = _group(channel, agg_setup.address, tmp_path / "state", batch_size=10)
+    first = _recording(group, lambda n, put: put())
+
+    def crash() -> None:
+        raise Crash
+
+    group._clear_record = crash  # type: ignore[method-assign]  # dies after the local commit
+    with pytest.raises(Crash):
+        group.step()
+    assert (tmp_path / "state" / "inflight.json").exists()
+    _put(channel, [f"f{i}" for i in range(10)])  # the head no longer starts with the record's first seq
+    again = _group(channel, agg_setup.address, tmp_path / "state", batch_size=10)
+    calls = _recording(again, lambda n, put: put())
+    while len(channel):
+        again.step()
+    assert calls[-1][0] != first[0][0] and calls[-1][1] == [f"f{i}" for i in range(10)]
+    assert sorted(_held(agg)) == sorted([f"e{i}" for i in range(10)] + [f"f{i}" for i in range(10)])
+    channel.close()
+
+
+def test_the_hop_counter_rises_and_stops_loops() -> None:
+    columns = EventColumns.of([Event(b"new", {"k": "v"}), Event(b"twice", {"ingest.hops": "2", "k": "w"}),
+                               Event(b"looped", {"ingest.hops": "3"}), Event(b"garbled", {"ingest.hops": "x"})])
+    out, dropped = add_hop(columns, "ingest.hops", 3)
+    assert dropped == 2
+    assert [(e.body, dict(e.headers)) for e in out.events()] == [
+        (b"new", {"k": "v", "ingest.hops": "1"}), (b"twice", {"k": "w", "ingest.hops": "3"})]
+
+
+class _Sink:
+    def __init__(self, name: str) -> None:
+        self.name, self.available_at = name, 0.0
+
+
+def test_failover_takes_the_highest_priority_ready_sink_and_returns_to_it() -> None:
+    sinks = [_Sink("b"), _Sink("a")]
+    failover = Failover({"a": 10, "b": 5}, ["b", "a"])
+    assert failover.pick(sinks, None)[0] is sinks[1]
+    sinks[1].available_at = 1e18  # set aside
+    assert failover.pick(sinks, None)[0] is sinks[0]
+    assert failover.pick(sinks, "a") == (None, pytest.approx(1e18, rel=1e-3))  # a pinned batch waits for its sink
+    sinks[1].available_at = 0.0
+    assert failover.pick(sinks, None)[0] is sinks[1]
+
+
+def test_load_balance_round_robin_skips_sinks_that_back_off() -> None:
+    sinks = [_Sink("a"), _Sink("b"), _Sink("c")]
+    balance = LoadBalance("round_robin")
+    assert [balance.pick(sinks, None)[0].name for _ in range(6)] == list("abcabc")  # type: ignore[union-attr]
+    sinks[1].available_at = 1e18
+    assert [balance.pick(sinks, None)[0].name for _ in range(4)] == list("acac")  # type: ignore[union-attr]
+    random_balance = LoadBalance("random", seed=7)
+    picks = [random_balance.pick(sinks, None)[0].name for _ in range(200)]  # type: ignore[union-attr]
+    assert set(picks) == {"a", "c"} and 60 < picks.count("a") < 140
