@@ -29,8 +29,8 @@ from typing import Any
 
 from ..channel import Event, EventColumns, FileChannel
 from ..channel.fs import OsFileSystem, write_atomic
-from ..channel.tools.health import observe_channel
 from ..channel.lock import DirectoryLock
+from ..channel.tools.health import observe_channel
 from ..errors import ChannelLockedError, ConfigError, DiskSpaceError, IngestError
 from ..rpc.server import AgentService, RunningServer, start_server
 from ..security import SecuritySettings, load_token

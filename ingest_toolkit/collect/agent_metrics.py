@@ -43,7 +43,7 @@ def exposition(agent: AgentFacts, *, channels: Mapping[str, FileChannel], writab
 
 _SINK_COUNTERS = (
     ("batches", "Batches the downstream agent acknowledged (duplicates included)."),
-    ("events", "Events the downstream agent acknowledged (stored by this put, or by an earlier one whose ack was lost)."),
+    ("events", "Events the downstream agent acknowledged (stored by this put, or by one whose ack was lost)."),
     ("duplicate_batches", "Batches the downstream agent already held (a redelivery after a lost ack)."),
     ("failures", "Failed puts (each rolled back locally and retried)."),
     ("in_doubt_failures", "Failed puts that may have been stored: retried on the same sink only."),

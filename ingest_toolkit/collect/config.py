@@ -276,13 +276,13 @@ def _check_sinks(core: _Core, sinks: Mapping[str, ForwardSinkSettings], groups: 
         _check_names(f"sinks.{name}.channel", [sink.channel], known, problems)
     owner: dict[str, str] = {}
     for name, group in groups.items():
-        for sink in group.sinks:
-            if sink not in sinks:
-                problems.append((f"sink_groups.{name}.sinks", f"unknown sink {sink!r} (defined: "
+        for member in group.sinks:
+            if member not in sinks:
+                problems.append((f"sink_groups.{name}.sinks", f"unknown sink {member!r} (defined: "
                                  f"{', '.join(sorted(sinks)) or 'none'})"))
-            elif sink in owner:
-                problems.append((f"sink_groups.{name}.sinks", f"sink {sink} is also in group {owner[sink]}"))
-            owner.setdefault(sink, name)
+            elif member in owner:
+                problems.append((f"sink_groups.{name}.sinks", f"sink {member} is also in group {owner[member]}"))
+            owner.setdefault(member, name)
         members = [sinks[s] for s in group.sinks if s in sinks]
         shapes = {(m.channel, m.batch_size, m.linger, m.hop_header, m.max_hops) for m in members}
         if len(shapes) > 1:
@@ -290,8 +290,8 @@ def _check_sinks(core: _Core, sinks: Mapping[str, ForwardSinkSettings], groups: 
                              "batch_size, linger, hop_header and max_hops (the group takes the batches)"))
     consumers: dict[str, str] = {}
     for name, sink in sinks.items():
-        group = owner.get(name, name)
-        if consumers.setdefault(sink.channel, group) != group:
+        group_name = owner.get(name, name)
+        if consumers.setdefault(sink.channel, group_name) != group_name:
             problems.append((f"sinks.{name}.channel", f"channel {sink.channel} is already emptied by sink group "
                              f"{consumers[sink.channel]}: put both sinks in one [sink_groups.<name>] table"))
 

@@ -42,6 +42,15 @@ def _start(setup: FleetSetup) -> AgentProcess:
     return AgentProcess(setup).wait_ready()
 
 
+def _wait_for_ticks(agent: AgentProcess) -> None:
+    before = _queued(agent)
+    wait_for(lambda: _queued(agent) > before + 50, what="events from the command")
+
+
+def _wait_gone(pids: list[int], what: str) -> None:
+    wait_for(lambda: not any(_alive(p) for p in pids), timeout=10, what=what)
+
+
 def _queued(agent: AgentProcess) -> int:
     with AgentClient(agent.grpc_address) as client:
         return int(client.status("events")["queue_size"])
@@ -63,12 +72,10 @@ def test_sigkill_of_the_agent_leaves_no_process_of_the_command_and_a_restart_res
     setup = _setup(tmp_path)
     for _round in range(2):
         agent = _start(setup)
-        before = _queued(agent)
-        wait_for(lambda agent=agent, before=before: _queued(agent) > before + 50, what="events from the command")
+        _wait_for_ticks(agent)
         pids = _pids(tmp_path, agent)
         agent.kill()  # SIGKILL: no shutdown code runs in the agent
-        wait_for(lambda pids=pids: not any(_alive(p) for p in pids), timeout=10,
-                 what=f"the supervisor, the shell and its background sleep ({pids}) to end")
+        _wait_gone(pids, f"the supervisor, the shell and its background sleep ({pids}) to end")
     agent = _start(setup)
     pids = _pids(tmp_path, agent)
     assert agent.terminate() == 0

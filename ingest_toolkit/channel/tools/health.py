@@ -18,21 +18,22 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from google.protobuf.json_format import MessageToDict
 
-from .. import format as fmt
 from ...errors import CheckpointInvalid, IngestError
+from .. import format as fmt
 from ..checkpoint import CHECKPOINT_META, Checkpoint, decode_meta, load_checkpoint
 from ..fs import OsFileSystem, read_file
 from .common import ChannelDirs, segments_of
 from .refcounts import deletion_floor, recount
 
-__all__ = ["LiveCheckpoint", "Need", "channel_health", "checkpoint_meta_fields", "load_live_checkpoint", "observe_channel",
-           "needed_segments", "segment_problem"]
+__all__ = ["LiveCheckpoint", "Need", "channel_health", "checkpoint_meta_fields", "load_live_checkpoint",
+           "needed_segments", "observe_channel", "segment_problem"]
 
 _ATTEMPTS = 5
 _OFFSET_MASK = 0xFFFFFFFF
@@ -122,8 +123,8 @@ def checkpoint_meta_fields(checkpoint_dir: str) -> dict[str, Any] | None:
     if data is None:
         return None
     meta = decode_meta(data, path)
-    fields = MessageToDict(meta, preserving_proto_field_name=True, always_print_fields_with_no_presence=True,
-                           use_integers_for_enums=True)
+    fields: dict[str, Any] = MessageToDict(
+        meta, preserving_proto_field_name=True, always_print_fields_with_no_presence=True, use_integers_for_enums=True)
     for key, value in list(fields.items()):  # 64-bit integers come out as strings in proto3 JSON
         if isinstance(value, str) and key not in ("channel_id", "queue_file", "inflight_file"):
             fields[key] = int(value)
@@ -163,6 +164,7 @@ def channel_health(checkpoint_dir: str, data_dirs: list[str] | tuple[str, ...]) 
         if not damaged or meta_now is None or meta_now["checkpoint_id"] == checkpoint.meta.checkpoint_id:
             break
         time.sleep(0.05 * attempt)  # a newer checkpoint may have released the segment: judge that one
+    assert live is not None  # the loop returned for a channel without a checkpoint
     counts = recount(checkpoint)
     deletion = deletion_floor(checkpoint, counts)
     floor, needed = deletion.log_id, deletion.needed
@@ -194,8 +196,9 @@ def observe_channel(checkpoint_dir: str, data_dirs: list[str] | tuple[str, ...])
     :func:`channel_health`) for a status answer: a part that cannot be read is None and its
     reason is under ``checkpoint_meta_error`` / ``segments_error`` (a status never fails on it)."""
     out: dict[str, Any] = {}
-    for key, read in (("checkpoint_meta", lambda: checkpoint_meta_fields(checkpoint_dir)),
-                      ("segments", lambda: channel_health(checkpoint_dir, data_dirs))):
+    reads: list[tuple[str, Callable[[], Any]]] = [("checkpoint_meta", lambda: checkpoint_meta_fields(checkpoint_dir)),
+                                                  ("segments", lambda: channel_health(checkpoint_dir, data_dirs))]
+    for key, read in reads:
         try:
             out[key] = read()
         except (IngestError, OSError) as err:

@@ -22,8 +22,8 @@ from .http import HttpSettings, HttpSource
 from .spool_dir import SpoolDirSettings, SpoolDirSource
 from .tail import TailSettings, TailSource
 
-__all__ = ["SOURCE_TYPES", "AnySourceSettings", "ExecSettings", "ExecSource", "HttpSettings", "HttpSource", "Source", "SourceSettings",
-           "SourceStateError", "SpoolDirSettings", "SpoolDirSource", "TailSettings", "TailSource",
+__all__ = ["SOURCE_TYPES", "AnySourceSettings", "ExecSettings", "ExecSource", "HttpSettings", "HttpSource", "Source",
+           "SourceSettings", "SourceStateError", "SpoolDirSettings", "SpoolDirSource", "TailSettings", "TailSource",
            "build_source"]
 
 SOURCE_TYPES: dict[str, tuple[type[BaseModel], type[Source]]] = {
@@ -33,7 +33,8 @@ SOURCE_TYPES: dict[str, tuple[type[BaseModel], type[Source]]] = {
     "exec": (ExecSettings, ExecSource),
 }
 
-AnySourceSettings = Annotated[SpoolDirSettings | TailSettings | HttpSettings | ExecSettings, Field(discriminator="type")]
+AnySourceSettings = Annotated[SpoolDirSettings | TailSettings | HttpSettings | ExecSettings,
+                              Field(discriminator="type")]
 
 
 def build_source(name: str, settings: BaseModel, pipeline: Pipeline, state_dir: Path) -> Source:
