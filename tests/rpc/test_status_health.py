@@ -44,6 +44,9 @@ def test_status_serves_the_segment_health_and_sees_a_missing_segment(agent: Agen
     assert needed and set(needed) <= set(health["segments"]["present"])
     data_dir = channel.config.data_dirs[0]
     os.unlink(os.path.join(data_dir, needed[0]))  # a segment lost under the running agent
+    cached = client.status("events")
+    assert cached["segments"]["segments"]["damaged"] == {}  # the health of a checkpoint is reused a few seconds
+    channel.checkpoint()  # a new checkpoint is judged at once
     health = client.status("events")["segments"]
     assert health["segments"]["damaged"] == {os.path.join(data_dir, needed[0]): "missing"}
     assert health["segments"]["events_in_damaged_segments"] == 5

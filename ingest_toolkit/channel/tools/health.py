@@ -16,9 +16,9 @@ fail with a missing file; :func:`load_live_checkpoint` then reads again.
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,16 +191,39 @@ def channel_health(checkpoint_dir: str, data_dirs: list[str] | tuple[str, ...]) 
     }
 
 
-def observe_channel(checkpoint_dir: str, data_dirs: list[str] | tuple[str, ...]) -> dict[str, Any]:
+_CACHE_SECONDS = 5.0
+_cache: dict[str, tuple[int, float, dict[str, Any]]] = {}  # checkpoint dir -> (checkpoint id, when, health)
+_cache_lock = threading.Lock()
+
+
+def observe_channel(checkpoint_dir: str, data_dirs: list[str] | tuple[str, ...],
+                    max_age: float = _CACHE_SECONDS) -> dict[str, Any]:
     """``{"checkpoint_meta": ..., "segments": ...}`` (:func:`checkpoint_meta_fields`,
     :func:`channel_health`) for a status answer: a part that cannot be read is None and its
-    reason is under ``checkpoint_meta_error`` / ``segments_error`` (a status never fails on it)."""
+    reason is under ``checkpoint_meta_error`` / ``segments_error`` (a status never fails on it).
+
+    The segment health loads the checkpoint's queue file, so it is computed again only when a new
+    checkpoint was written or the last result is older than ``max_age`` seconds (a status poll,
+    e.g. a landing's backlog, stays cheap); ``segments_computed_at`` says when it was."""
     out: dict[str, Any] = {}
-    reads: list[tuple[str, Callable[[], Any]]] = [("checkpoint_meta", lambda: checkpoint_meta_fields(checkpoint_dir)),
-                                                  ("segments", lambda: channel_health(checkpoint_dir, data_dirs))]
-    for key, read in reads:
-        try:
-            out[key] = read()
-        except (IngestError, OSError) as err:
-            out[key], out[f"{key}_error"] = None, f"{type(err).__name__}: {err}"
+    try:
+        out["checkpoint_meta"] = checkpoint_meta_fields(checkpoint_dir)
+    except (IngestError, OSError) as err:
+        out["checkpoint_meta"], out["checkpoint_meta_error"] = None, f"{type(err).__name__}: {err}"
+    checkpoint_id = (out["checkpoint_meta"] or {}).get("checkpoint_id", 0)
+    now = time.time()
+    with _cache_lock:
+        cached = _cache.get(checkpoint_dir)
+    if cached is not None and cached[0] == checkpoint_id and now - cached[1] < max_age:
+        out["segments"], out["segments_computed_at"] = cached[2], cached[1]
+        return out
+    try:
+        health = channel_health(checkpoint_dir, data_dirs)
+    except (IngestError, OSError) as err:
+        out["segments"], out["segments_error"] = None, f"{type(err).__name__}: {err}"
+        return out
+    computed_id = health["checkpoint_id"] or 0
+    with _cache_lock:
+        _cache[checkpoint_dir] = (computed_id, now, health)
+    out["segments"], out["segments_computed_at"] = health, now
     return out
