@@ -243,3 +243,66 @@ def test_load_balance_round_robin_skips_sinks_that_back_off() -> None:
     random_balance = LoadBalance("random", seed=7)
     picks = [random_balance.pick(sinks, None)[0].name for _ in range(200)]  # type: ignore[union-attr]
     assert set(picks) == {"a", "c"} and 60 < picks.count("a") < 140
+
+
+def _pair(channel: FileChannel, address: str, state: Path, release: float) -> SinkGroup:
+    sinks = [Downstream(name, ForwardSinkSettings(type="forward", channel="events", address=address,
+                                                  downstream_channel="events", batch_size=100, linger=0, timeout=5))
+             for name in ("primary", "secondary")]
+    return SinkGroup("g", channel, sinks, Failover({"primary": 1}, ["primary", "secondary"]), state,
+                     min_penalty=0.01, max_penalty=0.02, release_in_doubt_after=release)
+
+
+def _failing_primary(group: SinkGroup, failures: int) -> list[str]:
+    """The primary fails in doubt ``failures`` times, then works; returns the sink of every put."""
+    used: list[str] = []
+    for sink in group.sinks:
+        real = sink.put
+
+        def put(columns: EventColumns, batch_id: str, sink: Downstream = sink, real: Any = real) -> Any:
+            used.append(sink.name)
+            if sink.name == "primary" and used.count("primary") <= failures:
+                raise AgentUnavailableError("put failed: agent unavailable (DEADLINE_EXCEEDED: Deadline Exceeded)")
+            return real(columns, batch_id)
+
+        sink.put = put  # type: ignore[method-assign]
+    return used
+
+
+def test_a_batch_in_doubt_stays_with_its_sink_until_it_answers(tmp_path: Path, aggregator: Any) -> None:
+    agg_setup, agg = aggregator
+    channel = _channel(tmp_path / "edge")
+    _put(channel, [f"p{i}" for i in range(20)])
+    group = _pair(channel, agg_setup.address, tmp_path / "state", release=0)
+    used = _failing_primary(group, failures=5)
+    while len(channel):
+        group.step()
+    assert used == ["primary"] * 6  # never moved to the secondary, though it was ready
+    assert sorted(_held(agg)) == sorted(f"p{i}" for i in range(20))
+    channel.close()
+
+
+def test_release_in_doubt_after_lets_another_sink_take_the_batch(tmp_path: Path, aggregator: Any) -> None:
+    agg_setup, agg = aggregator
+    channel = _channel(tmp_path / "edge")
+    _put(channel, [f"r{i}" for i in range(20)])
+    group = _pair(channel, agg_setup.address, tmp_path / "state", release=0.2)
+    used = _failing_primary(group, failures=1000)
+    while len(channel):
+        group.step()
+    assert used[-1] == "secondary" and set(used[:-1]) == {"primary"}
+    assert group.stats()["released_in_doubt"] == 1
+    assert sorted(_held(agg)) == sorted(f"r{i}" for i in range(20))
+    channel.close()
+
+
+def test_the_hop_counter_fast_paths_agree_with_the_general_one() -> None:
+    from ingest_toolkit.collect.sinks.forward import _add_hop_each
+
+    cases = [EventColumns.of([Event(b"a"), Event(b"b")]),
+             EventColumns.of([Event(b"a", {"ingest.hops": "1"}), Event(b"b", {"ingest.hops": "2"})]),
+             EventColumns.of([Event(b"a", {"ingest.hops": "1"}), Event(b"b", {"ingest.hops": "3"})]),
+             EventColumns.of([Event(b"a", {"ingest.hops": "01"}), Event(b"b", {"ingest.hops": "x"})])]
+    for columns in cases:
+        fast, slow = add_hop(columns, "ingest.hops", 3), _add_hop_each(columns, "ingest.hops", 3)
+        assert (fast[0].events(), fast[1]) == (slow[0].events(), slow[1])

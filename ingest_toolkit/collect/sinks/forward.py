@@ -70,6 +70,10 @@ __all__ = ["Downstream", "InFlight", "SinkGroup", "add_hop", "forward_batch_id"]
 log = logging.getLogger("ingest_toolkit.collect.sinks")
 
 IDLE_POLL = 0.01  # seconds between looks at an empty channel
+# gRPC's own reconnect backoff grows to 2 minutes: a downstream agent that is back would wait that
+# long for its first batch. The group's penalties space the attempts; gRPC only has to reconnect.
+RECONNECT_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
+                     ("grpc.max_reconnect_backoff_ms", 1000))
 RECORD = "inflight.json"
 
 
@@ -81,6 +85,18 @@ def forward_batch_id(channel_id: bytes, first_seq: int, count: int) -> str:
 def add_hop(columns: EventColumns, header: str, max_hops: int) -> tuple[EventColumns, int]:
     """The events with ``header`` raised by one, without those that already carry ``max_hops`` or
     more; returns them and the number dropped. Other headers and the order are kept."""
+    n = len(columns.bodies)
+    if not columns.header_keys:  # the first hop: no event has headers yet
+        return EventColumns(columns.bodies, columns.seqs, [1] * n, [header] * n, ["1"] * n), 0
+    if columns.header_counts == [1] * n and columns.header_keys == [header] * n:  # only the hop counter
+        values = columns.header_values
+        if all(v.isdigit() and int(v) < max_hops for v in set(values)):
+            raised = {v: str(int(v) + 1) for v in set(values)}
+            return EventColumns(columns.bodies, columns.seqs, [1] * n, [header] * n, [raised[v] for v in values]), 0
+    return _add_hop_each(columns, header, max_hops)
+
+
+def _add_hop_each(columns: EventColumns, header: str, max_hops: int) -> tuple[EventColumns, int]:
     out = EventColumns()
     dropped, at = 0, 0
     keys, values = columns.header_keys, columns.header_values
@@ -137,7 +153,7 @@ class Downstream:
         self.client = AgentClient(settings.address, token=token, tls_ca=settings.tls_ca, tls_cert=settings.tls_cert,
                                   tls_key=settings.tls_key, tls_server_name=settings.tls_server_name,
                                   max_message_bytes=settings.max_message_bytes, timeout=settings.timeout,
-                                  tls_names=names)
+                                  tls_names=names, channel_options=RECONNECT_OPTIONS)
         self.failures = 0  # consecutive; 0 after a success
         self.available_at = 0.0  # time.monotonic() when the penalty ends
         self._lock = threading.Lock()
@@ -195,12 +211,16 @@ class SinkGroup:
     """The thread that empties ``channel`` through ``sinks`` (see the module doc)."""
 
     def __init__(self, name: str, channel: FileChannel, sinks: list[Downstream], processor: Processor,
-                 state_dir: Path, *, min_penalty: float, max_penalty: float) -> None:
+                 state_dir: Path, *, min_penalty: float, max_penalty: float,
+                 release_in_doubt_after: float = 0.0) -> None:
         first = sinks[0].settings
         self.name, self.channel, self.sinks, self.processor = name, channel, sinks, processor
         self.batch_size, self.linger = first.batch_size, first.linger
         self.hop_header, self.max_hops = first.hop_header, first.max_hops
         self.min_penalty, self.max_penalty = min_penalty, max_penalty
+        self.release_in_doubt_after = release_in_doubt_after
+        self._pinned_since: float | None = None  # time.monotonic() of the first in-doubt failure of the batch
+        self._released_from: str | None = None  # the sink a released batch was in doubt at: tried last
         self._record_path = state_dir / RECORD
         self._fs = OsFileSystem()
         self.inflight = self._load_record()
@@ -208,7 +228,7 @@ class SinkGroup:
         self._thread: threading.Thread | None = None
         self._first_seen: float | None = None
         self._lock = threading.Lock()
-        self._counts = {"batches": 0, "events": 0, "dropped_looping": 0, "errors": 0}
+        self._counts = {"batches": 0, "events": 0, "dropped_looping": 0, "errors": 0, "released_in_doubt": 0}
         self.error = ""
 
     # -- life cycle -------------------------------------------------------------------------
@@ -265,7 +285,10 @@ class SinkGroup:
             wait = self._linger()
             if wait:
                 return wait
-        sink, wait = self.processor.pick(self.sinks, inflight.in_doubt if inflight else None)
+        elif inflight.in_doubt is not None:
+            self._maybe_release(inflight)
+        candidates = [s for s in self.sinks if s.name != self._released_from] or self.sinks
+        sink, wait = self.processor.pick(candidates, inflight.in_doubt if inflight else None)
         if sink is None:
             return min(max(wait, IDLE_POLL), 1.0)
         tx = self.channel.transaction()
@@ -274,6 +297,22 @@ class SinkGroup:
         finally:
             if tx.state is TxnState.OPEN:
                 tx.rollback()
+
+    def _maybe_release(self, inflight: InFlight) -> None:
+        """Unpin a batch in doubt once ``release_in_doubt_after`` has passed (0: never)."""
+        now = time.monotonic()
+        if self._pinned_since is None:
+            self._pinned_since = now  # pinned before a restart: the clock starts now
+        if not self.release_in_doubt_after or now - self._pinned_since < self.release_in_doubt_after:
+            return
+        log.warning("sink group %s: batch %s has been in doubt at sink %s for %.0fs (release_in_doubt_after); any "
+                    "sink may take it now, and it is stored twice if %s had stored it", self.name, inflight.batch_id,
+                    inflight.in_doubt, now - self._pinned_since, inflight.in_doubt)
+        self._released_from, inflight.in_doubt = inflight.in_doubt, None
+        self._write_record(inflight)
+        self._pinned_since = None
+        with self._lock:
+            self._counts["released_in_doubt"] += 1
 
     def _linger(self) -> float:
         queued = len(self.channel)
@@ -335,6 +374,8 @@ class SinkGroup:
         if not in_doubt:
             inflight.in_doubt = None  # any sink may take it now
             self._write_record(inflight)
+        elif self._pinned_since is None:
+            self._pinned_since = time.monotonic()
         log.warning("sink group %s: put of batch %s (%d events) to %s (%s) failed%s; sink set aside for %.2fs: %s",
                     self.name, inflight.batch_id, inflight.count, sink.name, sink.settings.address,
                     " in doubt (retried there only)" if in_doubt else "", penalty, err)
@@ -361,3 +402,4 @@ class SinkGroup:
         if self.inflight is not None or self._record_path.exists():
             self._record_path.unlink(missing_ok=True)  # a crash before this: the head no longer matches it
         self.inflight = None
+        self._pinned_since = self._released_from = None

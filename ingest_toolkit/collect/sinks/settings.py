@@ -56,6 +56,9 @@ class SinkGroupSettings(BaseModel):
     selector: Literal["round_robin", "random"] = "round_robin"  # load_balance only
     min_penalty: float = Field(default=0.5, gt=0)  # seconds a failed sink is set aside the first time
     max_penalty: float = Field(default=30.0, gt=0)  # the penalty doubles per failure up to this
+    # seconds a batch whose put failed in doubt stays pinned to that sink before any sink may take
+    # it (it may then be stored twice: once where it was in doubt); 0: pinned until that sink answers
+    release_in_doubt_after: float = Field(default=0.0, ge=0)
 
     @model_validator(mode="after")
     def _check(self) -> SinkGroupSettings:
