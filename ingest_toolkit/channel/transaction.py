@@ -248,11 +248,31 @@ def _column_payloads(columns: EventColumns) -> list[bytes]:
     if not columns.header_keys:
         return [b"\x0a" + (SMALL_VARINTS[n] if n < 16384 else varint(n)) + body if (n := len(body)) else b""
                 for body in columns.bodies]
+    n_events = len(columns.bodies)
+    if len(columns.header_keys) == n_events and columns.header_counts == [1] * n_events:
+        return _one_header_payloads(columns)
     out: list[bytes] = []
     keys, values, at = columns.header_keys, columns.header_values, 0
     for body, count in zip(columns.bodies, columns.header_counts, strict=True):
         out.append(encode_put_pairs(body, keys[at:at + count], values[at:at + count]))
         at += count
+    return out
+
+
+def _one_header_payloads(columns: EventColumns) -> list[bytes]:
+    """Events with one header each (a forwarded batch: its hop counter): the header's encoding is
+    made once per distinct pair and appended to the body's, the bytes :func:`encode_put_pairs`
+    writes (the body field comes first, then the map entry)."""
+    entries: dict[tuple[str, str], bytes] = {}
+    out: list[bytes] = []
+    append = out.append
+    for body, pair in zip(columns.bodies, zip(columns.header_keys, columns.header_values, strict=True),
+                          strict=True):
+        entry = entries.get(pair)
+        if entry is None:
+            entry = entries[pair] = encode_put_pairs(b"", [pair[0]], [pair[1]])
+        n = len(body)
+        append((b"\x0a" + (SMALL_VARINTS[n] if n < 16384 else varint(n)) + body + entry) if n else entry)
     return out
 
 
