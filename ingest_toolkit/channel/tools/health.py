@@ -15,20 +15,22 @@ fail with a missing file; :func:`load_live_checkpoint` then reads again.
 
 from __future__ import annotations
 
+import bisect
 import os
 import threading
 import time
 import uuid
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from google.protobuf.json_format import MessageToDict
 
 from ...errors import CheckpointInvalid, IngestError
 from .. import format as fmt
 from ..checkpoint import CHECKPOINT_META, Checkpoint, decode_meta, load_checkpoint
 from ..fs import OsFileSystem, read_file
+from ..replay import count_refs
 from .common import ChannelDirs, segments_of
 from .refcounts import deletion_floor, recount
 
@@ -79,13 +81,14 @@ def needed_segments(checkpoint: Checkpoint) -> dict[int, Need]:
     """Every segment the checkpoint refers to: by queued, taken and spilled events, and its
     writer position (``log_id`` / ``log_offset``)."""
     extra = [p for _txn, pointers in (*checkpoint.takes, *checkpoint.puts) for p in pointers]
-    pointers = np.concatenate([np.frombuffer(checkpoint.queue, dtype=np.int64), np.array(extra, dtype=np.int64)])
-    ids, offsets = pointers >> 32, pointers & _OFFSET_MASK
-    order = np.lexsort((offsets, ids))
-    ids, offsets = ids[order], offsets[order]
-    unique, first, counts = np.unique(ids, return_index=True, return_counts=True)
-    last = offsets[first + counts - 1]  # sorted by offset within each log id: the highest
-    needs = {int(i): Need(int(i), int(n), int(o)) for i, n, o in zip(unique, counts, last, strict=True)}
+    pointers = array("q", checkpoint.queue)
+    pointers.extend(extra)
+    counts = count_refs(pointers)
+    ordered = sorted(pointers)  # a pointer is (log id << 32) | offset: the last below the next id is the highest
+    needs = {}
+    for log_id, events in counts.items():
+        highest = ordered[bisect.bisect_left(ordered, (log_id + 1) << 32) - 1]
+        needs[log_id] = Need(log_id, events, highest & _OFFSET_MASK)
     meta = checkpoint.meta
     if meta.log_id:  # the segment being written at the checkpoint reaches at least log_offset
         known = needs.get(meta.log_id, Need(meta.log_id, 0, None))
