@@ -306,3 +306,39 @@ def test_the_hop_counter_fast_paths_agree_with_the_general_one() -> None:
     for columns in cases:
         fast, slow = add_hop(columns, "ingest.hops", 3), _add_hop_each(columns, "ingest.hops", 3)
         assert (fast[0].events(), fast[1]) == (slow[0].events(), slow[1])
+
+
+def test_forwarding_to_an_aggregator_with_a_token_and_mutual_tls(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.certs import client_cert, self_signed
+
+    cert, key = self_signed(tmp_path / "tls")
+    client_pem, client_key = client_cert(tmp_path / "tls", cert, key)
+    monkeypatch.setenv("AGG_TOKEN", "s3cret")
+    monkeypatch.setenv("EDGE_UPSTREAM_TOKEN", "s3cret")
+    monkeypatch.setenv("WRONG_TOKEN", "nope")
+    agg_setup = FleetSetup(tmp_path / "agg", name="agg", grpc_port=free_port(), extra=(
+        f'[agent.security]\ntoken_env = "AGG_TOKEN"\n[agent.security.tls]\ncert_file = "{cert}"\n'
+        f'key_file = "{key}"\nclient_ca_file = "{cert}"\n'))
+    agg = in_process(agg_setup)
+    secure = (f'token_env = "EDGE_UPSTREAM_TOKEN"\ntls_ca = "{cert}"\ntls_cert = "{client_pem}"\n'
+              f'tls_key = "{client_key}"\n')
+    wrong = secure.replace("EDGE_UPSTREAM_TOKEN", "WRONG_TOKEN")
+    good = FleetSetup(tmp_path / "good", name="good", extra=forward_sink("up", agg_setup.address, extra=secure))
+    bad = FleetSetup(tmp_path / "bad", name="bad", extra=forward_sink("up", agg_setup.address, extra=wrong))
+    edges = [in_process(good), in_process(bad)]
+    try:
+        for edge, tag in zip(edges, ("good", "bad"), strict=True):
+            with AgentClient(f"127.0.0.1:{edge.grpc.port}") as client:  # type: ignore[union-attr]
+                client.put([Event(f"{tag}{i}".encode()) for i in range(10)], channel="events", batch_id=tag)
+        wait_for(lambda: len(agg.channels["events"]) == 10, what="the good edge's events")
+        wait_for(lambda: edges[1].status()["sinks"]["up"]["sinks"]["up"]["failures"] >= 2, what="refusals")
+        refused = edges[1].status()["sinks"]["up"]["sinks"]["up"]
+        assert "AuthenticationError" in refused["last_error"] and refused["events"] == 0
+        assert edges[1].channels["events"].stats()["used"] == 10  # kept at the edge (queued or in a retry)
+    finally:
+        for edge in edges:
+            edge.stop()
+        agg.stop()
+    assert sorted(e.body for e in take_all(agg_setup.channel_settings())) == sorted(f"good{i}".encode()
+                                                                                    for i in range(10))
