@@ -125,9 +125,12 @@ def queued(address: str) -> int:
         return int(client.status("events")["queue_size"])
 
 
+PARALLEL = 1
+
+
 def sink_conf(address: str, batch: int) -> str:
     return (f'[sinks.up]\ntype = "forward"\nchannel = "events"\naddress = "{address}"\n'
-            f'downstream_channel = "events"\nbatch_size = {batch}\nlinger = 0.005\n'
+            f'downstream_channel = "events"\nbatch_size = {batch}\nlinger = 0.005\nparallel_puts = {PARALLEL}\n'
             '[sink_groups.g]\nsinks = ["up"]\nmin_penalty = 0.02\nmax_penalty = 0.05\n')
 
 
@@ -230,14 +233,17 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=10_000, help="events/s of the latency run")
     parser.add_argument("--latency-batch", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--parallel", type=int, default=1, help="the forward sink's parallel_puts")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
+    global PARALLEL
+    PARALLEL = args.parallel
     if args.quick:
         args.events, args.repeats, args.seconds = 40_000, 1, 3.0
     root = Path(tempfile.mkdtemp(prefix="bench-forwarding-"))
     print(f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs; "
           f"{args.events} events of {args.event_size} B, producer batches of {args.batch}, {args.clients} clients, "
-          f"sink batches of {args.sink_batch}, fsync per commit on both agents")
+          f"sink batches of {args.sink_batch} in {args.parallel} parallel parts, fsync per commit on both agents")
     try:
         rows = []
         for repeat in range(args.repeats):

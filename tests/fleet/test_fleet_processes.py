@@ -93,8 +93,9 @@ def _edge(fleet: Fleet, root: Path, name: str, sinks: str, extra: str = "") -> F
     return fleet.add(name, FleetSetup(root / name, name=name, grpc_port=free_port(), extra=sinks + extra))
 
 
-def _failover(aggs: list[FleetSetup], *, batch_size: int = 100) -> str:
-    text = "".join(forward_sink(f"to_{i}", agg.address, batch_size=batch_size) for i, agg in enumerate(aggs))
+def _failover(aggs: list[FleetSetup], *, batch_size: int = 100, parallel_puts: int = 1) -> str:
+    text = "".join(forward_sink(f"to_{i}", agg.address, batch_size=batch_size,
+                                extra=f"parallel_puts = {parallel_puts}\n") for i, agg in enumerate(aggs))
     names = ", ".join(f'"to_{i}"' for i in range(len(aggs)))
     priorities = ", ".join(f"to_{i} = {10 - i}" for i in range(len(aggs)))
     return text + f'[sink_groups.up]\nsinks = [{names}]\nprocessor = "failover"\npriorities = {{ {priorities} }}\n' + \
@@ -134,7 +135,7 @@ def test_every_acknowledged_event_reaches_one_aggregator_once_through_sigkills(t
     spool_source = (f'[sources.spool]\ntype = "spool_dir"\ndir = "{spool}"\nchannels = ["events"]\n'
                     'batch_size = 100\npoll_interval = 0.1\n')
     _edge(fleet, tmp_path, "edge_spool", _failover(aggs), spool_source)
-    _edge(fleet, tmp_path, "edge_grpc", _failover(aggs))
+    _edge(fleet, tmp_path, "edge_grpc", _failover(aggs, batch_size=2000, parallel_puts=2))  # backlogs go in parts
     fleet.start()
     expected: list[str] = []
     deadline = time.monotonic() + 240

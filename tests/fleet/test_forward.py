@@ -342,3 +342,37 @@ def test_forwarding_to_an_aggregator_with_a_token_and_mutual_tls(tmp_path: Path,
         agg.stop()
     assert sorted(e.body for e in take_all(agg_setup.channel_settings())) == sorted(f"good{i}".encode()
                                                                                     for i in range(10))
+
+
+def test_parallel_parts_keep_their_ids_on_redelivery_and_a_partly_stored_batch_stays_pinned(
+        tmp_path: Path, aggregator: Any) -> None:
+    from ingest_toolkit.collect.sinks import split_parts
+
+    agg_setup, agg = aggregator
+    channel = _channel(tmp_path / "edge")
+    _put(channel, [f"q{i}" for i in range(3000)])
+    sinks = [Downstream(name, ForwardSinkSettings(type="forward", channel="events", address=agg_setup.address,
+                                                  downstream_channel="events", batch_size=3000, linger=0,
+                                                  parallel_puts=3))
+             for name in ("primary", "secondary")]
+    group = SinkGroup("g", channel, sinks, Failover({"primary": 1}, ["primary", "secondary"]), tmp_path / "state",
+                      min_penalty=0.01, max_penalty=0.02)
+    calls: list[tuple[str, str, int]] = []
+    real = sinks[0].put
+
+    def put(columns: EventColumns, batch_id: str) -> Any:
+        calls.append(("primary", batch_id, len(columns)))
+        if batch_id.endswith("/2") and len(calls) <= 3:  # the last part fails for certain, the others are stored
+            raise AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: failed to connect to all "
+                                        "addresses)")
+        return real(columns, batch_id)
+
+    sinks[0].put = put  # type: ignore[method-assign]
+    while len(channel):
+        group.step()
+    first, again = sorted(calls[:3]), sorted(calls[3:])
+    assert first == again and [c[2] for c in first] == [1000, 1000, 1000]  # same parts, same ids, same sink
+    assert sinks[0].stats()["in_doubt_failures"] == 1 and sinks[1].stats()["batches"] == 0
+    assert sorted(_held(agg)) == sorted(f"q{i}" for i in range(3000))
+    assert [len(p) for p in split_parts(EventColumns([b"x"] * 999), 2)] == [999]  # too small to split
+    channel.close()

@@ -26,6 +26,10 @@ every redelivery of a batch, and never the id of a different batch:
 * A crash of the downstream agent before its commit leaves nothing there; after its commit the
   batch id is durable with the events (the channel's commit tag), so the redelivery is dropped as
   a duplicate and acknowledged, and the edge commits.
+* With ``parallel_puts`` > 1 a batch is put in that many parts at once, part ``i`` with the id
+  ``<batch id>/<i>``. The split depends only on the events (:func:`split_parts`), so a redelivery
+  splits the same way and every part keeps its id; the local take is committed after every part
+  was acknowledged, and a batch of which some part was stored stays pinned to its sink.
 
 Across several downstream agents the downstream dedup only helps if the redelivery goes to the
 same agent. A put that failed *in doubt* (the request may have been committed: the connection was
@@ -52,6 +56,7 @@ import os
 import random
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -65,11 +70,12 @@ from ..metrics import Histogram
 from .processors import Processor
 from .settings import ForwardSinkSettings
 
-__all__ = ["Downstream", "InFlight", "SinkGroup", "add_hop", "forward_batch_id"]
+__all__ = ["Downstream", "ForwardFailed", "InFlight", "SinkGroup", "add_hop", "forward_batch_id", "split_parts"]
 
 log = logging.getLogger("ingest_toolkit.collect.sinks")
 
 IDLE_POLL = 0.01  # seconds between looks at an empty channel
+MIN_PART = 500  # events: a batch is put in parts only when every part holds at least this many
 # gRPC's own reconnect backoff grows to 2 minutes: a downstream agent that is back would wait that
 # long for its first batch. The group's penalties space the attempts; gRPC only has to reconnect.
 RECONNECT_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
@@ -123,6 +129,34 @@ def _add_hop_each(columns: EventColumns, header: str, max_hops: int) -> tuple[Ev
     return out, dropped
 
 
+def split_parts(columns: EventColumns, parts: int) -> list[EventColumns]:
+    """``columns`` in ``parts`` consecutive pieces of equal size (the last may be shorter); one
+    piece when the batch is small. Deterministic: a redelivered batch splits the same way."""
+    n = len(columns.bodies)
+    if parts <= 1 or n < 2 * MIN_PART:
+        return [columns]
+    size = -(-n // parts)
+    if not columns.header_keys:
+        return [EventColumns(columns.bodies[i:i + size], columns.seqs[i:i + size]) for i in range(0, n, size)]
+    out, at = [], 0
+    for i in range(0, n, size):
+        counts = columns.header_counts[i:i + size]
+        end = at + sum(counts)
+        out.append(EventColumns(columns.bodies[i:i + size], columns.seqs[i:i + size], counts,
+                                columns.header_keys[at:end], columns.header_values[at:end]))
+        at = end
+    return out
+
+
+class ForwardFailed(IngestError):
+    """A put of a batch failed; ``in_doubt``: it may be stored downstream (then it stays pinned to
+    that sink). The cause is the error of the put (of the first part that failed)."""
+
+    def __init__(self, cause: IngestError, *, in_doubt: bool) -> None:
+        super().__init__(str(cause))
+        self.cause, self.in_doubt = cause, in_doubt
+
+
 @dataclass
 class InFlight:
     """The batch being forwarded (see the module doc); ``in_doubt``: the sink it is pinned to."""
@@ -160,9 +194,34 @@ class Downstream:
         self._counts = {"batches": 0, "events": 0, "duplicate_batches": 0, "failures": 0, "in_doubt_failures": 0}
         self._ack = Histogram()
         self.last_error = ""
+        self._pool: ThreadPoolExecutor | None = None
 
     def put(self, columns: EventColumns, batch_id: str) -> PutAck:
         return self.client.put_columns(columns, channel=self.settings.downstream_channel, batch_id=batch_id)
+
+    def put_batch(self, columns: EventColumns, batch_id: str) -> bool:
+        """Put the batch (in ``parallel_puts`` parts, concurrently); True when the downstream held
+        all of it already. Raises :class:`ForwardFailed`, which says whether the batch may be stored."""
+        parts = split_parts(columns, self.settings.parallel_puts)
+        if len(parts) == 1:
+            try:
+                return self.put(columns, batch_id).duplicate
+            except IngestError as err:
+                raise ForwardFailed(err, in_doubt=not self.definitive(err)) from err
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.settings.parallel_puts, thread_name_prefix=f"sink-{self.name}")
+        futures = [self._pool.submit(self.put, part, f"{batch_id}/{i}") for i, part in enumerate(parts)]
+        wait(futures)  # every part ends before the batch is retried or rolled back
+        errors = [f.exception() for f in futures if f.exception() is not None]
+        if errors:
+            first = errors[0]
+            assert first is not None
+            if not isinstance(first, IngestError):
+                raise first
+            stored_some = len(errors) < len(futures)  # a part was stored: the batch must stay with this sink
+            in_doubt = stored_some or not all(isinstance(e, IngestError) and self.definitive(e) for e in errors)
+            raise ForwardFailed(first, in_doubt=in_doubt) from first
+        return all(f.result().duplicate for f in futures)
 
     def definitive(self, err: IngestError) -> bool:
         """True when the failed put certainly stored nothing downstream (the batch may go elsewhere)."""
@@ -204,6 +263,8 @@ class Downstream:
                 "last_error": self.last_error}
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
         self.client.close()
 
 
@@ -350,10 +411,10 @@ class SinkGroup:
                 self._write_record(inflight)
             started = time.perf_counter()
             try:
-                ack = sink.put(forward, inflight.batch_id)
-            except IngestError as err:
-                return self._failed(tx, sink, inflight, err)
-            sink.acked(len(forward), time.perf_counter() - started, ack.duplicate)
+                duplicate = sink.put_batch(forward, inflight.batch_id)
+            except ForwardFailed as err:
+                return self._failed(tx, sink, inflight, err.cause, err.in_doubt)
+            sink.acked(len(forward), time.perf_counter() - started, duplicate)
         tx.commit()
         self._clear_record()
         self._first_seen = None
@@ -364,9 +425,8 @@ class SinkGroup:
             self._counts["dropped_looping"] += dropped
         return 0.0
 
-    def _failed(self, tx: Any, sink: Downstream, inflight: InFlight, err: IngestError) -> float:
+    def _failed(self, tx: Any, sink: Downstream, inflight: InFlight, err: IngestError, in_doubt: bool) -> float:
         tx.rollback()
-        in_doubt = not sink.definitive(err)
         sink.failed(err, in_doubt)
         penalty = min(self.max_penalty, self.min_penalty * 2 ** (sink.failures - 1)) * random.uniform(0.5, 1.0)
         sink.available_at = time.monotonic() + penalty
