@@ -329,14 +329,14 @@ class SinkGroup:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                wait = self.step()
+                pause = self.step()
             except Exception as err:
                 with self._lock:
                     self._counts["errors"] += 1
                 self.error = f"{type(err).__name__}: {err}"
                 log.exception("sink group %s: unexpected error; retrying in 1s", self.name)
-                wait = 1.0
-            if wait and self._stop.wait(wait):
+                pause = 1.0
+            if pause and self._stop.wait(pause):
                 return
 
     def step(self) -> float:
