@@ -10,12 +10,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ...channel import FileChannel
-from .forward import Downstream, ForwardFailed, InFlight, SinkGroup, add_hop, forward_batch_id, split_parts
+from .forward import Downstream, InFlight, Outcome, SinkGroup, add_hop, forward_batch_id, split_parts
 from .processors import Failover, LoadBalance, build_processor
 from .settings import DEFAULT_HOP_HEADER, ForwardSinkSettings, SinkGroupSettings
 
-__all__ = ["DEFAULT_HOP_HEADER", "Downstream", "Failover", "ForwardFailed", "ForwardSinkSettings", "InFlight",
-           "LoadBalance", "SinkGroup", "SinkGroupSettings", "add_hop", "build_sink_groups", "effective_groups",
+__all__ = ["DEFAULT_HOP_HEADER", "Downstream", "Failover", "ForwardSinkSettings", "InFlight", "LoadBalance",
+           "Outcome", "SinkGroup", "SinkGroupSettings", "add_hop", "build_sink_groups", "effective_groups",
            "forward_batch_id", "split_parts"]
 
 

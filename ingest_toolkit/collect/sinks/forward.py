@@ -70,7 +70,7 @@ from ..metrics import Histogram
 from .processors import Processor
 from .settings import ForwardSinkSettings
 
-__all__ = ["Downstream", "ForwardFailed", "InFlight", "SinkGroup", "add_hop", "forward_batch_id", "split_parts"]
+__all__ = ["Downstream", "InFlight", "Outcome", "SinkGroup", "add_hop", "forward_batch_id", "split_parts"]
 
 log = logging.getLogger("ingest_toolkit.collect.sinks")
 
@@ -148,13 +148,15 @@ def split_parts(columns: EventColumns, parts: int) -> list[EventColumns]:
     return out
 
 
-class ForwardFailed(IngestError):
-    """A put of a batch failed; ``in_doubt``: it may be stored downstream (then it stays pinned to
-    that sink). The cause is the error of the put (of the first part that failed)."""
+@dataclass(frozen=True)
+class Outcome:
+    """How a put of a batch ended: ``duplicate`` (the downstream held all of it already), or
+    ``error`` (of the first part that failed) and ``in_doubt`` (it may be stored downstream: it
+    then stays pinned to that sink)."""
 
-    def __init__(self, cause: IngestError, *, in_doubt: bool) -> None:
-        super().__init__(str(cause))
-        self.cause, self.in_doubt = cause, in_doubt
+    duplicate: bool = False
+    error: IngestError | None = None
+    in_doubt: bool = False
 
 
 @dataclass
@@ -199,15 +201,15 @@ class Downstream:
     def put(self, columns: EventColumns, batch_id: str) -> PutAck:
         return self.client.put_columns(columns, channel=self.settings.downstream_channel, batch_id=batch_id)
 
-    def put_batch(self, columns: EventColumns, batch_id: str) -> bool:
-        """Put the batch (in ``parallel_puts`` parts, concurrently); True when the downstream held
-        all of it already. Raises :class:`ForwardFailed`, which says whether the batch may be stored."""
+    def put_batch(self, columns: EventColumns, batch_id: str) -> Outcome:
+        """Put the batch (in ``parallel_puts`` parts, concurrently); a failure is returned, with
+        whether the batch may be stored downstream (``in_doubt``)."""
         parts = split_parts(columns, self.settings.parallel_puts)
         if len(parts) == 1:
             try:
-                return self.put(columns, batch_id).duplicate
+                return Outcome(duplicate=self.put(columns, batch_id).duplicate)
             except IngestError as err:
-                raise ForwardFailed(err, in_doubt=not self.definitive(err)) from err
+                return Outcome(error=err, in_doubt=not self.definitive(err))
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.settings.parallel_puts, thread_name_prefix=f"sink-{self.name}")
         futures = [self._pool.submit(self.put, part, f"{batch_id}/{i}") for i, part in enumerate(parts)]
@@ -220,8 +222,8 @@ class Downstream:
                 raise first
             stored_some = len(errors) < len(futures)  # a part was stored: the batch must stay with this sink
             in_doubt = stored_some or not all(isinstance(e, IngestError) and self.definitive(e) for e in errors)
-            raise ForwardFailed(first, in_doubt=in_doubt) from first
-        return all(f.result().duplicate for f in futures)
+            return Outcome(error=first, in_doubt=in_doubt)
+        return Outcome(duplicate=all(f.result().duplicate for f in futures))
 
     def definitive(self, err: IngestError) -> bool:
         """True when the failed put certainly stored nothing downstream (the batch may go elsewhere)."""
@@ -410,11 +412,10 @@ class SinkGroup:
                 inflight.in_doubt = sink.name  # durable before the request can reach the downstream
                 self._write_record(inflight)
             started = time.perf_counter()
-            try:
-                duplicate = sink.put_batch(forward, inflight.batch_id)
-            except ForwardFailed as err:
-                return self._failed(tx, sink, inflight, err.cause, err.in_doubt)
-            sink.acked(len(forward), time.perf_counter() - started, duplicate)
+            outcome = sink.put_batch(forward, inflight.batch_id)
+            if outcome.error is not None:
+                return self._failed(tx, sink, inflight, outcome.error, outcome.in_doubt)
+            sink.acked(len(forward), time.perf_counter() - started, outcome.duplicate)
         tx.commit()
         self._clear_record()
         self._first_seen = None
