@@ -116,14 +116,16 @@ class AgentClient:
     ConfigError naming the parameter (or what ``tls_names`` calls it: ``{"ca", "cert", "key"}`` ->
     the caller's setting names). ``tls_server_name`` overrides the name checked against the
     agent's certificate. ``max_message_bytes`` must not exceed the agent's: requests larger than
-    it are refused here, before they are sent.
+    it are refused here, before they are sent. ``channel_options``: more gRPC channel arguments
+    (e.g. ``grpc.max_reconnect_backoff_ms``), placed before the client's own.
     """
 
     def __init__(self, address: str, *, token: str | None = None, tls_ca: PathArg | None = None,
                  tls_cert: PathArg | None = None, tls_key: PathArg | None = None,
                  tls_server_name: str | None = None, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 timeout: float = 60.0, tls_names: Mapping[str, str] = CLIENT_TLS_NAMES) -> None:
-        options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", -1),
+                 timeout: float = 60.0, tls_names: Mapping[str, str] = CLIENT_TLS_NAMES,
+                 channel_options: Sequence[tuple[str, Any]] = ()) -> None:
+        options: list[tuple[str, Any]] = [*channel_options,("grpc.max_receive_message_length", -1),
                                           ("grpc.max_send_message_length", -1),
                                           # pings find a vanished agent under an idle open transaction
                                           ("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 10_000),

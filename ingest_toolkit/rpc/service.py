@@ -29,6 +29,7 @@ import grpc
 
 from ..channel import EventColumns, FileChannel, TxnKind, TxnState
 from ..channel.checkpoint import read_checkpoint_meta
+from ..channel.tools.health import observe_channel
 from ..errors import CheckpointInvalid, IngestError
 from ..security import bearer_ok
 from .edge import check_put, check_status, check_txn_request
@@ -125,7 +126,11 @@ class AgentService(pb_grpc.AgentServicer):
         return pb.StatusReply(status_json=json.dumps(status, default=str))
 
     def status(self, name: str) -> dict[str, Any]:
-        """``checkpoint.meta`` as last written, the live counters, and the remote transactions."""
+        """``checkpoint.meta`` as last written (``checkpoint``: the parsed view with ages;
+        ``checkpoint_meta``: every field of the file), the segment health the channel checks judge
+        (``segments``: reference recount, drained logs, missing or cut segments; see
+        :func:`~ingest_toolkit.channel.tools.health.channel_health`), the live counters, and the
+        remote transactions."""
         channel = self._channel(name)
         try:
             info = read_checkpoint_meta(channel.config.checkpoint_dir)
@@ -139,9 +144,10 @@ class AgentService(pb_grpc.AgentServicer):
                           "backlog_age_seconds": info.backlog_age_seconds(now)}
         live = channel.stats()
         live["log_files"] = {str(k): v for k, v in live["log_files"].items()}
+        observed = observe_channel(channel.config.checkpoint_dir, channel.config.data_dirs)
         return {"channel": name, "channel_id": channel.channel_id.hex(), "queue_size": len(channel),
                 "checkpoint": checkpoint, "live": live, "remote_transactions": self.leases.stats(),
-                **({"checkpoint_error": problem} if problem else {})}
+                **observed, **({"checkpoint_error": problem} if problem else {})}
 
     # -- Transaction ----------------------------------------------------------------------
     def Transaction(self, requests: Iterator[pb.TxnRequest | InvalidRequestError],  # noqa: N802

@@ -85,7 +85,7 @@ def test_environment_overrides_nested_keys(tmp_path: Path) -> None:
     (lambda t: t.replace('type = "spool_dir"', 'type = "ftp"'), "sources.spool.type", "unknown source type 'ftp'"),
     (lambda t: t.replace("[agent]", "[agent]\nlog_format = 'xml'"), "agent.log_format", "input should be"),
     (lambda t: t.replace("[agent]", "[agent.grpc]\nport = 70000\n[agent]"), "agent.grpc.port", "65535"),
-    (lambda t: t + "[sinks.x]\n", "sinks", "unknown table"),
+    (lambda t: t + "[pipes.x]\n", "pipes", "unknown table"),
     (lambda t: t.replace('channels = ["events"]', 'channels = ["events"]\ninterceptors = [{type = "host", x = 1}]'),
      "sources.spool.interceptors.0.x", "unknown key"),
     (lambda t: t.replace('channels = ["events"]',
