@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError
 from ..errors import CorruptLogError
 from . import format as fmt
 from .codec import Event, EventColumns, decode_put, decode_puts
+from .crypto import KeyChain, Opener
 from .format import FrameError, FrameType
 from .fs import File, FileSystem
 
@@ -43,11 +44,14 @@ class EventReader:
     after its checksum was verified in bounded chunks (it may have been written under a larger
     limit), so a damaged length never sizes an allocation."""
 
-    def __init__(self, fs: FileSystem, paths: dict[int, str], max_frame: int = fmt.MAX_FRAME_SIZE) -> None:
+    def __init__(self, fs: FileSystem, paths: dict[int, str], max_frame: int = fmt.MAX_FRAME_SIZE,
+                 keys: KeyChain | None = None) -> None:
         self._fs = fs
         self._paths = paths  # log id -> path, shared with (and updated by) the channel
         self._max_frame = max_frame
+        self._keys = keys or KeyChain(None)
         self._files: dict[int, File] = {}
+        self._openers: dict[int, Opener | None] = {}  # per open file: None for a plain segment
         self._lock = threading.Lock()
 
     def read(self, pointers: list[int]) -> list[Event]:
@@ -105,7 +109,11 @@ class EventReader:
                                   reason=f"frame of {length} bytes runs past the end of the file ({file.size()} bytes)")
         if length > self._max_frame:
             _verify_in_chunks(file, last, length)
-        return file.path, start, file.pread(last + length - start, start)
+        buf = file.pread(last + length - start, start)
+        opener = self._openers.get(log_id)
+        if opener is not None:  # encrypted: the same run in plaintext frames, at the same offsets
+            buf = opener.plain_run(buf, [(p & _MASK) - start for p in pointers[i:j]], file.path, start)
+        return file.path, start, buf
 
     def _file(self, log_id: int) -> File:
         file = self._files.get(log_id)
@@ -117,13 +125,29 @@ class EventReader:
                     if path is None:
                         raise CorruptLogError(path=f"log-{log_id}", offset=0,
                                               reason="an event pointer names a log file that does not exist")
-                    file = self._files[log_id] = self._fs.open_read(path)
+                    file = self._fs.open_read(path)
+                    try:
+                        self._openers[log_id] = self._opener(path, file.pread(fmt.SEGMENT_HEADER_SIZE, 0))
+                    except BaseException:
+                        file.close()
+                        raise
+                    self._files[log_id] = file
         return file
+
+    def _opener(self, path: str, header: bytes) -> Opener | None:
+        """The segment's opener (None: plain). A header that does not decode is damage: without
+        it, an encrypted segment's frames cannot be told from plain ones."""
+        try:
+            fmt.decode_segment_header(header)
+        except FrameError as err:
+            raise CorruptLogError(path=path, offset=0, reason=str(err)) from None
+        return self._keys.opener(path, header)
 
     def forget(self, log_id: int) -> None:
         """Close the cached descriptor of a deleted segment."""
         with self._lock:
             file = self._files.pop(log_id, None)
+            self._openers.pop(log_id, None)
         if file is not None:
             file.close()
 

@@ -16,6 +16,7 @@ from ..errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError, S
 from . import format as fmt
 from .checkpoint import Checkpoint, load_checkpoint, written_through
 from .config import ChannelConfig
+from .crypto import KeyChain
 from .fs import FileSystem, read_file, write_atomic
 from .proto import channel_pb2 as pb
 from .replay import ProgressFn, ReplayResult, SegmentInfo, replay
@@ -40,13 +41,16 @@ class Recovered:
     last_checkpoint_id: int  # never reused, even when the checkpoint could not be loaded
 
 
-def recover(fs: FileSystem, config: ChannelConfig, progress: ProgressFn | None) -> Recovered:
+def recover(fs: FileSystem, config: ChannelConfig, progress: ProgressFn | None,
+            keys: KeyChain | None = None) -> Recovered:
+    keys = keys or KeyChain(None)
+    keys.check_segments(fs, sorted(seg for d in config.data_dirs for seg in list_segments(fs, d)))
     id_path = os.path.join(config.checkpoint_dir, CHANNEL_ID_FILE)
     stored = _read_channel_id(fs, id_path)
     start, problem = _load_start(fs, config.checkpoint_dir, stored)
     tags = TagStore(config.tag_window, int(config.tag_retention_seconds * 1e9))
     proof = written_through(config.checkpoint_dir, fs)
-    result = replay(fs, config.data_dirs, start=start, progress=progress, tags=tags, checkpoint=proof)
+    result = replay(fs, config.data_dirs, start=start, progress=progress, tags=tags, checkpoint=proof, keys=keys)
     found = result.channel_id or (start.meta.channel_id if start else None)
     if start is not None and result.channel_id and result.channel_id != start.meta.channel_id:
         raise ChannelIdentityError(

@@ -20,6 +20,7 @@ import uuid
 
 from ...errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError
 from ..checkpoint import Checkpoint, load_checkpoint, written_through
+from ..crypto import KeyChain
 from ..format import SEGMENT_HEADER_SIZE as HEADER
 from ..format import pointer_log_id, pointer_offset
 from ..fs import FileSystem, OsFileSystem
@@ -35,16 +36,20 @@ __all__ = ["Finding", "VerifyReport", "verify_channel"]
 
 
 def verify_channel(checkpoint_dir: str, data_dirs: list[str], *, fs: FileSystem | None = None,
-                   progress: PhaseProgress | None = None) -> VerifyReport:
-    """Check a stopped channel; ``report.ok`` tells whether anything was found."""
+                   progress: PhaseProgress | None = None, keys: KeyChain | None = None) -> VerifyReport:
+    """Check a stopped channel; ``report.ok`` tells whether anything was found. ``keys`` opens
+    encrypted segments (their PUT frames are authenticated); a segment whose key is missing or
+    wrong raises EncryptionKeyError before anything is checked."""
     dirs = ChannelDirs.of(checkpoint_dir, data_dirs)
+    keys = keys or KeyChain(None)
     with offline(dirs, "verify"):
-        return _Verifier(dirs, fs or OsFileSystem(), progress).run()
+        keys.check_segments(fs or OsFileSystem(), segments_of(dirs))
+        return _Verifier(dirs, fs or OsFileSystem(), progress, keys).run()
 
 
 class _Verifier:
-    def __init__(self, dirs: ChannelDirs, fs: FileSystem, progress: PhaseProgress | None) -> None:
-        self.dirs, self.fs, self.progress = dirs, fs, progress
+    def __init__(self, dirs: ChannelDirs, fs: FileSystem, progress: PhaseProgress | None, keys: KeyChain) -> None:
+        self.dirs, self.fs, self.progress, self.keys = dirs, fs, progress, keys
         self.report = VerifyReport(dirs.checkpoint_dir, list(dirs.data_dirs))
         self.segments = segments_of(dirs)
         self.errors: list[CorruptLogError] = []
@@ -161,7 +166,7 @@ class _Verifier:
 
         try:
             return replay(self.fs, list(self.dirs.data_dirs), start=start, progress=report_progress,
-                          checkpoint=self.proof)
+                          checkpoint=self.proof, keys=self.keys)
         except CorruptLogError as err:
             if not err.path.endswith(".meta"):
                 self.errors.append(err)
@@ -212,7 +217,9 @@ class _Verifier:
             problem = header_error(image)
             if problem:
                 return [Damage(log_id, path, 0, min(size, 64), f"segment header: {problem}", tail=False)]
-            items = list(walk(image, size, log_id, path, data_end=meta.data_end if meta else None))
+            opener = self.keys.opener(path, bytes(image[:HEADER]))
+            items = list(walk(image, size, log_id, path, data_end=meta.data_end if meta else None,
+                              authentic=opener.authentic if opener else None))
         if newest and meta is None:
             items = without_torn_tail(items)
         return [item for item in items if isinstance(item, Damage)]
