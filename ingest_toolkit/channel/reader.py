@@ -82,7 +82,12 @@ class EventReader:
         array = np.array(pointers, np.int64)  # pointers are below 2^63: log ids are 32-bit
         for i, j in runs(array, _RUN_LIMIT):
             path, start, buf = self._run_buffer(pointers, i, j)
-            if not builder.add_run(buf, array[i:j], start):
+            opener = self._openers.get(fmt.pointer_log_id(pointers[i]))
+            if opener is not None:  # encrypted: decrypted frame by frame, the exact path decodes
+                exact = EventColumns()
+                self._decode_encrypted(opener, path, buf, start, pointers, i, j, exact)
+                builder.add_columns(exact)
+            elif not builder.add_run(buf, array[i:j], start):
                 exact = EventColumns()
                 _decode_run(path, buf, start, pointers, i, j, exact)
                 builder.add_columns(exact)
@@ -90,7 +95,27 @@ class EventReader:
 
     def _read_run(self, pointers: list[int], i: int, j: int, out: EventColumns) -> None:
         path, start, buf = self._run_buffer(pointers, i, j)
+        opener = self._openers.get(fmt.pointer_log_id(pointers[i]))
+        if opener is not None:
+            self._decode_encrypted(opener, path, buf, start, pointers, i, j, out)
+            return
         _decode_run(path, buf, start, pointers, i, j, out)
+
+    @staticmethod
+    def _decode_encrypted(opener: Opener, path: str, buf: bytes, start: int, pointers: list[int], i: int, j: int,
+                          out: EventColumns) -> None:
+        """Decrypt and decode a run of an encrypted segment. Any frame that fails a check or
+        authentication sends the run to the exact path over its plaintext frames, which names
+        the first damaged frame with the same error as in a plain segment."""
+        offsets = [(p & _MASK) - start for p in pointers[i:j]]
+        opened = opener.open_run(buf, offsets)
+        if opened is not None:
+            try:
+                _decode_payloads(*opened, out)
+                return
+            except DecodeError:  # authentic, yet not a Put: the exact path names the frame
+                pass
+        _decode_run(path, opener.plain_run(buf, offsets, path, start), start, pointers, i, j, out)
 
     def _run_buffer(self, pointers: list[int], i: int, j: int) -> tuple[str, int, bytes]:
         """``(path, start, bytes)`` of the run ``pointers[i:j]``: one ``pread`` from its first
@@ -109,11 +134,7 @@ class EventReader:
                                   reason=f"frame of {length} bytes runs past the end of the file ({file.size()} bytes)")
         if length > self._max_frame:
             _verify_in_chunks(file, last, length)
-        buf = file.pread(last + length - start, start)
-        opener = self._openers.get(log_id)
-        if opener is not None:  # encrypted: the same run in plaintext frames, at the same offsets
-            buf = opener.plain_run(buf, [(p & _MASK) - start for p in pointers[i:j]], file.path, start)
-        return file.path, start, buf
+        return file.path, start, file.pread(last + length - start, start)
 
     def _file(self, log_id: int) -> File:
         file = self._files.get(log_id)
@@ -225,6 +246,28 @@ def _decode_run(path: str, buf: bytes, start: int, pointers: list[int], i: int, 
     except DecodeError:
         _raise_undecodable(path, payloads, offsets)
         raise
+
+
+def _decode_payloads(payloads: list[bytes], seqs: list[int], out: EventColumns) -> None:
+    """Append the events of authentic plaintext PUT payloads to ``out``: a header-less body is
+    sliced out, the rest go through one protobuf parse (as in :func:`_decode_run`)."""
+    bodies: list[bytes | None] = []
+    parse: list[memoryview] = []
+    at: list[int] = []
+    for payload in payloads:
+        size = len(payload)
+        if size >= 3 and payload[0] == 0x0A:
+            m, body = payload[1], 2
+            if m >= 0x80 and payload[2] < 0x80:
+                m, body = (m & 0x7F) | (payload[2] << 7), 3
+            if m < 0x80 or body == 3:
+                if body + m == size:
+                    bodies.append(payload[body:])
+                    continue
+        at.append(len(bodies))
+        bodies.append(None)
+        parse.append(memoryview(payload))
+    _append_run(out, bodies, seqs, parse, at)
 
 
 def _raise_undecodable(path: str, payloads: list[memoryview], offsets: list[int]) -> None:
