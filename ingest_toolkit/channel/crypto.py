@@ -146,7 +146,7 @@ def _merge(keys: dict[int, bytes], more: dict[int, bytes], key: str) -> None:
 
 def _read_key_file(path: str) -> str:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY)
     except OSError as err:
         raise ConfigError(f"cannot read the key file {path} ({err.strerror}): check "
                           "channel.encryption_key_file", key="channel.encryption_key_file") from None

@@ -407,3 +407,43 @@ def test_every_take_reads_encrypted_events_exactly(tmp_path: Path, how: str) -> 
         taken = got if how == "take" else got.events()
     assert [(e.body, dict(e.headers), e.seq) for e in taken] == [
         (e.body, dict(e.headers), s) for e, s in zip(events, seqs, strict=True)]
+
+
+# -- the byte layout (docs/log-format.md, "Encrypted segments") -----------------------------
+def reseal_header(head: bytearray) -> bytes:
+    head[60:64] = struct.pack("<I", crc32c(bytes(head[:60])))
+    return bytes(head)
+
+
+def test_version_2_header_round_trip_and_validation() -> None:
+    key = fmt.SegmentKey(513, bytes(range(8)), b"\x01\x02\x03\x04")
+    header = fmt.encode_segment_header(9, bytes(range(16)), 123, key)
+    assert len(header) == fmt.SEGMENT_HEADER_SIZE and header[8:10] == b"\x02\x00"
+    assert header[12:16] == b"\x01\x00\x01\x02" and header[48:60] == bytes(range(8)) + b"\x01\x02\x03\x04"
+    assert fmt.decode_segment_header(header) == (9, bytes(range(16)), 123)
+    assert fmt.segment_key(header) == key
+    assert fmt.segment_key(fmt.encode_segment_header(9, bytes(16), 0)) is None  # version 1: plain
+    with pytest.raises(fmt.FrameError, match="unknown cipher"):
+        fmt.decode_segment_header(reseal_header(bytearray(header[:12]) + b"\x02" + header[13:]))
+    with pytest.raises(fmt.FrameError, match="key id 0"):
+        fmt.decode_segment_header(reseal_header(bytearray(header[:14]) + b"\x00\x00" + header[16:]))
+
+
+def test_an_encrypted_put_frame_is_as_the_spec_says(tmp_path: Path) -> None:
+    """Derive the session key as docs/log-format.md describes and decrypt a frame with it."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    with FileChannel(**keyed(tmp_path)) as channel:
+        put(channel, 0, 2)
+    data = segments(tmp_path)[0].read_bytes()
+    channel_id, salt, check = data[24:40], data[48:56], data[56:60]
+    out = HKDF(hashes.SHA256(), 36, salt=None,
+               info=b"ingest-toolkit log v2 session key\x00" + channel_id + salt).derive(bytes.fromhex(KEY_A))
+    assert out[32:] == check
+    offset, length, _txn, seq = put_frames(segments(tmp_path)[0])[1]
+    frame = data[offset: offset + length]
+    nonce = struct.pack("<QI", seq, fmt.FrameType.PUT)
+    plain = AESGCM(out[:32]).decrypt(nonce, frame[24:-4], frame[:24])
+    assert plain == encode_put(event(1).body, {})
