@@ -29,13 +29,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from crc32c import crc32c
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 if TYPE_CHECKING:
     from .config import ChannelConfig
+
+# ``cryptography`` is imported when a key is first used, not with the channel package: a channel
+# without encryption does not pay for loading it (about 10-30 ms here).
 
 from ..errors import ConfigError, CorruptLogError, EncryptionKeyError
 from . import format as fmt
@@ -166,6 +165,9 @@ def _read_key_file(path: str) -> str:
 
 def _derive(key: bytes, channel_id: bytes, salt: bytes) -> tuple[bytes, bytes]:
     """The session subkey and the key check value for ``salt``."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
     out = HKDF(hashes.SHA256(), KEY_BYTES + CHECK_BYTES, salt=None, info=_INFO + channel_id + salt).derive(key)
     return out[:KEY_BYTES], out[KEY_BYTES:]
 
@@ -179,6 +181,8 @@ class Sealer:
         salt = os.urandom(SALT_BYTES)
         subkey, check = _derive(keyring.keys[keyring.active], channel_id, salt)
         self.segment_key = SegmentKey(keyring.active, salt, check)
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         self._encrypt = AESGCM(subkey).encrypt
 
     def put_frames(self, txn_id: int, first_seq: int, payloads: list[bytes]) -> list[bytes]:
@@ -200,7 +204,11 @@ class Opener:
 
     def __init__(self, subkey: bytes, key_id: int) -> None:
         self.key_id = key_id
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         self._decrypt = AESGCM(subkey).decrypt
+        self._invalid: type[Exception] = InvalidTag
 
     def payload(self, buf: Buffer, pos: int, length: int, seq: int) -> bytes:
         """The plaintext payload of the frame at ``pos`` (already checked: magic, length, CRC);
@@ -211,7 +219,7 @@ class Opener:
     def authentic(self, buf: Buffer, pos: int, length: int, seq: int) -> bool:
         try:
             self.payload(buf, pos, length, seq)
-        except InvalidTag:
+        except self._invalid:
             return False
         return True
 
@@ -234,7 +242,7 @@ class Opener:
                     return None
                 add_payload(decrypt(pack_nonce(seq, _PUT), view[pos + _HEAD: end], view[pos: pos + _HEAD]))
                 add_seq(seq)
-        except (InvalidTag, struct.error):
+        except (self._invalid, struct.error):
             return None
         return payloads, seqs
 
@@ -254,7 +262,7 @@ class Opener:
                 continue
             try:
                 plain = self.payload(buf, pos, length, seq)
-            except InvalidTag:
+            except self._invalid:
                 raise CorruptLogError(path=path, offset=pos + start, reason=AUTH_FAILED) from None
             frame = _pack_header(fmt.FRAME_MAGIC, _PUT, 0, length - TAG_BYTES, txn, seq) + plain
             out[pos: pos + length] = frame + _pack_crc(crc32c(frame)) + bytes(TAG_BYTES)
