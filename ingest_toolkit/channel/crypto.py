@@ -225,11 +225,11 @@ class Opener:
 
     def open_run(self, buf: bytes, offsets: list[int]) -> tuple[list[bytes], list[int]] | None:
         """The plaintext payloads and sequence numbers of the PUT frames at ``offsets``, each
-        authenticated; None when any frame fails, for :meth:`plain_run` and the exact reader to
-        name it. The take's hot path: the AES-GCM tag covers the frame header and the whole
-        ciphertext, so the CRC32C of a frame that authenticates is not computed again here (a
-        damaged CRC field alone leaves the event intact; replay and verify report it)."""
-        decrypt, pack_nonce, unpack = self._decrypt, _NONCE.pack, _unpack_header
+        checked and authenticated; None when any frame fails, for :meth:`plain_run` and the
+        exact reader to name it. The take's hot path. Magic and flags are not compared: the
+        header is the associated data, so the tag fails when they changed. The CRC is: a flip in
+        the CRC field alone is refused, as in a plain segment."""
+        decrypt, pack_nonce, unpack, crc_of, unpack_crc = self._decrypt, _NONCE.pack, _unpack_header, crc32c, _CRC
         view, size, least = memoryview(buf), len(buf), fmt.FRAME_OVERHEAD + TAG_BYTES
         payloads: list[bytes] = []
         seqs: list[int] = []
@@ -238,7 +238,8 @@ class Opener:
             for pos in offsets:
                 _magic, ftype, _flags, length, _txn, seq = unpack(buf, pos)
                 end = pos + length - 4
-                if ftype != _PUT or length < least or end + 4 > size:
+                if (ftype != _PUT or length < least or end + 4 > size
+                        or crc_of(view[pos:end]) != unpack_crc(buf, end)[0]):
                     return None
                 add_payload(decrypt(pack_nonce(seq, _PUT), view[pos + _HEAD: end], view[pos: pos + _HEAD]))
                 add_seq(seq)
