@@ -5,10 +5,11 @@ Run from the repository root with the project's virtualenv::
     python bench/channel_encryption.py            # default parameters, about a minute on 2 CPUs
     python bench/channel_encryption.py --quick    # smoke run
 
-Both variants use ``bench/channel_throughput.py``'s measurement (``bench_put_take``: ``tx.put_many``
-of ``--batch-size`` events of ``--event-size`` bytes per transaction, ``durability="fsync"``, one
-fdatasync per commit, then takes of ``--batch-size`` until empty); the encrypted variant adds a
-key file (mode 0600) and ``encryption_key_id``. The two variants alternate within each repeat, so
+Both variants make the measurement of ``bench/channel_throughput.py`` section 1 (its settings and
+events: ``tx.put_many`` of ``--batch-size`` events of ``--event-size`` bytes per transaction,
+``durability="fsync"``, one fdatasync per commit, then takes of ``--batch-size`` until empty) and
+also record the process CPU time of each phase; the encrypted variant adds a key file (mode 0600)
+and ``encryption_key_id``. The two variants alternate within each repeat, so
 a change in disk speed or load hits both alike; each figure is the median of ``--repeats`` runs and
 the ratios are medians of the per-repeat ratios. The 1-minute load average is printed at the start
 and the end (the machine may be shared).
@@ -17,14 +18,18 @@ and the end (the machine may be shared).
 from __future__ import annotations
 
 import argparse
+import gc
 import os
+import shutil
 import statistics
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
-from typing import Any
 
 import channel_throughput as throughput  # noqa: E402  (bench/ is this script's directory)
+
+from ingest_toolkit.channel import FileChannel
 
 TARGET = 0.7  # encrypted / unencrypted, put and take
 
@@ -38,16 +43,41 @@ def key_file(directory: str) -> str:
 
 
 def run_variant(root: str, keys: str | None, args: argparse.Namespace) -> dict[str, float]:
-    settings = throughput.channel_settings
-    if keys is not None:  # the same settings with encryption on
-        def encrypted(root: str, **kw: Any) -> dict[str, Any]:
-            return {**settings(root, **kw), "encryption_key_file": keys, "encryption_key_id": 1}
-        throughput.channel_settings = encrypted
-    try:
-        return throughput.bench_put_take(root, events=args.events, size=args.event_size, batch=args.batch_size,
-                                         headers=False, loop=False)
-    finally:
-        throughput.channel_settings = settings
+    """``bench_put_take`` of bench/channel_throughput.py (put, then take everything back), with the
+    process CPU time of each phase beside its wall time: on a shared machine the wall clock also
+    counts time other processes had the CPU, the CPU time only what this process did."""
+    settings = throughput.channel_settings(root, capacity=args.events + args.batch_size,
+                                           transaction_capacity=max(args.batch_size, 10_000))
+    if keys is not None:
+        settings.update(encryption_key_file=keys, encryption_key_id=1)
+    pool = throughput.make_events(args.batch_size, args.event_size, None)
+    batches = args.events // args.batch_size
+    with FileChannel(**settings) as channel:
+        gc.collect()
+        wall, cpu = time.perf_counter(), time.process_time()
+        for _ in range(batches):
+            with channel.transaction() as tx:
+                tx.put_many(pool)
+        put_wall, put_cpu = time.perf_counter() - wall, time.process_time() - cpu
+        stats = channel.stats()
+        taken, first = 0, None
+        wall, cpu = time.perf_counter(), time.process_time()
+        while True:
+            with channel.transaction() as tx:
+                got = tx.take(args.batch_size)
+            if not got:
+                break
+            first = first or got[0]
+            taken += len(got)
+        take_wall, take_cpu = time.perf_counter() - wall, time.process_time() - cpu
+        fsyncs, commits = channel.stats()["fsyncs"], channel.stats()["commits"]
+    shutil.rmtree(root, ignore_errors=True)
+    n = batches * args.batch_size
+    if taken != n or first is None or first.body != pool[0].body:
+        raise SystemExit(f"take returned {taken} events (expected {n}) or wrong contents")
+    return {"put": n / put_wall, "take": n / take_wall, "put_cpu_us": put_cpu / n * 1e6,
+            "take_cpu_us": take_cpu / n * 1e6, "put_fsyncs": stats["fsyncs"], "put_commits": stats["commits"],
+            "take_fsyncs": fsyncs - stats["fsyncs"], "take_commits": commits - stats["commits"]}
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -87,10 +117,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         ratios = [e / p for e, p in zip(enc, plain, strict=True)]
         ratio = statistics.median(ratios)
         ok = ok and ratio >= TARGET
+        cpu_plain = statistics.median(r[f"{op}_cpu_us"] for r in rows["plain"])
+        cpu_enc = statistics.median(r[f"{op}_cpu_us"] for r in rows["encrypted"])
         print(f"{op:5} plain {throughput.fmt_rate(statistics.median(plain))} ev/s   "
               f"encrypted {throughput.fmt_rate(statistics.median(enc))} ev/s   "
               f"ratio {ratio:.2f}x (per repeat {', '.join(f'{r:.2f}' for r in ratios)})   "
               f"target >= {TARGET}x: {'met' if ratio >= TARGET else 'NOT met'}")
+        print(f"      CPU time per event: plain {cpu_plain:.2f} us, encrypted {cpu_enc:.2f} us "
+              f"(CPU-time ratio {cpu_plain / cpu_enc:.2f}x)")
     commits = rows["encrypted"][0]
     print(f"encrypted run: put fsyncs/commits {commits['put_fsyncs']}/{commits['put_commits']}, "
           f"take fsyncs/commits {commits['take_fsyncs']}/{commits['take_commits']}")

@@ -447,3 +447,20 @@ def test_an_encrypted_put_frame_is_as_the_spec_says(tmp_path: Path) -> None:
     nonce = struct.pack("<QI", seq, fmt.FrameType.PUT)
     plain = AESGCM(out[:32]).decrypt(nonce, frame[24:-4], frame[:24])
     assert plain == encode_put(event(1).body, {})
+
+
+def test_cli_tools_use_the_keys_of_the_channel_settings_file(tmp_path: Path) -> None:
+    cfg = keyed(tmp_path)
+    with FileChannel(**cfg) as channel:
+        put(channel, 0, 5)
+    conf = tmp_path / "channel.toml"
+    conf.write_text(f'[channel]\ncheckpoint_dir = "{cfg["checkpoint_dir"]}"\n'
+                    f'data_dirs = ["{cfg["data_dirs"][0]}", "{cfg["data_dirs"][1]}"]\n'
+                    f'encryption_key_file = "{cfg["encryption_key_file"]}"\nencryption_key_id = 1\n')
+    runner = CliRunner()
+    for command in (["verify"], ["repair", "--dry-run"]):
+        result = runner.invoke(main, ["channel", *command, "--json", "--conf", str(conf)])
+        assert result.exit_code == 0, result.output
+    os.chmod(tmp_path / "keys", 0o644)  # the tools refuse the key file as the channel does
+    result = runner.invoke(main, ["channel", "verify", "--json", "--conf", str(conf)])
+    assert result.exit_code != 0 and "chmod 600" in result.output
