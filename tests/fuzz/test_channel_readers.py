@@ -14,6 +14,7 @@ import struct
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from crc32c import crc32c
@@ -196,7 +197,7 @@ def test_recovery_with_one_damaged_file(channel_files: ChannelFiles, workdir: Pa
 
 # -- an encrypted channel (docs/encryption.md) -------------------------------------------------
 KEYS_ENV = "ITK_FUZZ_READER_KEYS"
-ENCRYPTION = {"encryption_key_env": KEYS_ENV, "encryption_key_id": 1}
+ENCRYPTION: dict[str, Any] = {"encryption_key_env": KEYS_ENV, "encryption_key_id": 1}
 
 
 @pytest.fixture(scope="module")
