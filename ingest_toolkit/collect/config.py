@@ -189,15 +189,16 @@ def _validate_core(document: dict[str, Any], base: Path, problems: list[tuple[st
 
 
 def _resolved_channels(channels: object, base: Path) -> object:
-    """Channel directories are plain strings in ChannelConfig: make them absolute here."""
+    """Channel directories (and the key file) are plain strings in ChannelConfig: make them absolute here."""
     if not isinstance(channels, dict):
         return channels
     out: dict[str, Any] = {}
     for name, table in channels.items():
         if isinstance(table, dict):
             table = dict(table)
-            if isinstance(table.get("checkpoint_dir"), str):
-                table["checkpoint_dir"] = str(base / table["checkpoint_dir"])
+            for key in ("checkpoint_dir", "encryption_key_file"):  # paths relative to the configuration
+                if isinstance(table.get(key), str):
+                    table[key] = str(base / table[key])
             if isinstance(table.get("data_dirs"), list):
                 table["data_dirs"] = [str(base / d) if isinstance(d, str) else d for d in table["data_dirs"]]
         out[name] = table
