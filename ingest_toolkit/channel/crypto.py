@@ -270,8 +270,6 @@ class Opener:
         return bytes(out)
 
 
-
-
 class KeyChain:
     """Openers for the segments of a channel, by their header; caches one per session."""
 
