@@ -217,8 +217,11 @@ class Opener:
         return self._decrypt(_NONCE.pack(seq, _PUT), view[pos + _HEAD: pos + length - 4], view[pos: pos + _HEAD])
 
     def authentic(self, buf: Buffer, pos: int, length: int, seq: int) -> bool:
+        """Whether the PUT frame at ``pos`` (already checked) authenticates: replay's check of
+        every frame it reads. Slices copy (a few hundred bytes) but cost less than views here."""
+        head = pos + _HEAD
         try:
-            self.payload(buf, pos, length, seq)
+            self._decrypt(_NONCE.pack(seq, _PUT), buf[head: pos + length - 4], buf[pos: head])
         except self._invalid:
             return False
         return True
