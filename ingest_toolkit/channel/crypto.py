@@ -244,7 +244,7 @@ class Opener:
                 if (ftype != _PUT or length < least or end + 4 > size
                         or crc_of(view[pos:end]) != unpack_crc(buf, end)[0]):
                     return None
-                add_payload(decrypt(pack_nonce(seq, _PUT), view[pos + _HEAD: end], view[pos: pos + _HEAD]))
+                add_payload(decrypt(pack_nonce(seq, _PUT), buf[pos + _HEAD: end], buf[pos: pos + _HEAD]))
                 add_seq(seq)
         except (self._invalid, struct.error):
             return None
