@@ -11,9 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ingest_toolkit.channel.crypto import KeyChain, load_keyring
-
-__all__ = ["KEY_1", "KEY_2", "KEYS_ENV", "encrypted", "test_keys", "with_encryption"]
+__all__ = ["KEY_1", "KEY_2", "KEYS_ENV", "encrypted", "with_encryption"]
 
 KEYS_ENV = "ITK_TEST_CHANNEL_KEYS"
 KEY_1 = bytes(range(32)).hex()
@@ -29,13 +27,3 @@ def with_encryption(settings: dict[str, Any], key_id: int = 1) -> dict[str, Any]
     if not encrypted():
         return settings
     return {**settings, "encryption_key_env": KEYS_ENV, "encryption_key_id": key_id}
-
-
-def test_keys() -> KeyChain | None:
-    """The keys for the operator tools (None when the test runs in clear)."""
-    if not encrypted():
-        return None
-    return KeyChain(load_keyring(key_file=None, key_env=KEYS_ENV, active=None))
-
-
-test_keys.__test__ = False  # type: ignore[attr-defined]  # a helper, not a test

@@ -205,6 +205,7 @@ def test_sigkill_loses_no_returned_commit_encrypted(tmp_path: Path, crash_seed: 
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The fsync crash test with encryption at rest on (fewer trials: the frames and recovery
     rules are the same; what differs is the encrypted PUT path and reading it back)."""
+    assert crash_child.KEYS_ENV == KEYS_ENV  # the child is a script: it names the variable itself
     monkeypatch.setenv(KEYS_ENV, f"1:{KEY_1}")
     _crash_test(tmp_path, crash_seed, "fsync", ENCRYPTED_TRIALS)
     heads = [p.read_bytes()[:fmt.SEGMENT_HEADER_SIZE] for p in tmp_path.rglob("log-*") if p.name[4:].isdigit()]
