@@ -27,6 +27,11 @@ It measures, each timing the median of ``--repeats`` runs unless noted:
    each given ``--starve-cap`` seconds before the putter pauses: checkpoints used to wait for a
    moment with no commit sync in flight, which one busy committer never left (fixed; this row
    checks it stays fixed).
+4. **The same with the backup copy on** (``backup_checkpoint_dir``, on the same disk here):
+   ``blocked_seconds``, the longest put during the checkpoint, the whole checkpoint and the time
+   of the backup copy alone, beside the plain figures. ``--no-backup`` skips it.
+
+``--blocking-only`` builds the ``--large-events`` channel and runs sections 3 and 4 only.
 
 The page cache is warm in every reopen (the files were just written); dropping caches needs
 root on the host. Everything is written under a fresh temporary directory (or one made inside
@@ -264,8 +269,10 @@ def bench_blocking(ch: FileChannel, checkpoints: int, pause: float) -> dict[str,
         # the baseline: an equally long stretch just before, without a checkpoint
         base, _ = _max_latency(putter.spans, max(quiet_start, quiet_end - (ended - started)), quiet_end)
         worst, commits = _max_latency(putter.spans, started, ended)
+        if result.backup_error:
+            raise SystemExit(f"the backup copy failed: {result.backup_error}")
         results.append({"blocked_ms": result.blocked_seconds * 1000, "checkpoint_s": result.seconds,
-                        "max_put_ms": worst * 1000, "commits_during": commits,
+                        "backup_s": result.backup_seconds, "max_put_ms": worst * 1000, "commits_during": commits,
                         "queue_mb": result.meta.queue_bytes / 1e6})
         baselines.append(base * 1000)
     putter.finish()
@@ -279,6 +286,7 @@ def bench_blocking(ch: FileChannel, checkpoints: int, pause: float) -> dict[str,
         "max_put_ms_median": median([r["max_put_ms"] for r in results]),
         "baseline_max_put_ms": max(baselines),
         "checkpoint_s_median": median([r["checkpoint_s"] for r in results]),
+        "backup_s_median": median([r["backup_s"] for r in results]),
         "put_p50_ms": latencies[len(latencies) // 2] * 1000,
         "put_p99_ms": latencies[int(len(latencies) * 0.99)] * 1000,
         "puts": len(latencies),
@@ -325,6 +333,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--starve-cap", type=float, default=10.0,
                    help="seconds a checkpoint next to a back-to-back putter may take before the putter pauses")
     p.add_argument("--quick", action="store_true", help="100k/1M queued, 200k crash events, one repeat")
+    p.add_argument("--no-backup", action="store_true", help="skip the checkpoints with the backup copy on")
+    p.add_argument("--blocking-only", action="store_true",
+                   help="build the --large-events channel and measure only how checkpoints block puts")
     p.add_argument("--dir", default=None, help="parent directory for the scratch directory (default: system temp)")
     p.add_argument("--keep", action="store_true", help="do not delete the scratch directory")
     p.add_argument("--json", default=None, help="also write the results as JSON to this file")
@@ -364,7 +375,75 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def run_blocking(args: argparse.Namespace, root: str, *,
+                 backup: str | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Sections 3 (``backup`` None) and 4: checkpoints of the large channel next to a putter."""
+    cfg = settings(root, capacity=args.large_events + 10_000_000)
+    if backup:
+        cfg["backup_checkpoint_dir"] = backup  # the open copies the checkpoint there first
+    ch = FileChannel(**cfg)
+    if len(ch) < args.large_events:  # the putters of earlier sections add events
+        raise SystemExit(f"expected {args.large_events} queued events, found {len(ch)}")
+    label = "with backup" if backup else "plain"
+    try:
+        blocking = bench_blocking(ch, args.checkpoints, args.put_pause_ms / 1000)
+        for r in blocking["runs"]:
+            print(f"  checkpoint of {args.large_events:,} ({label}): blocked {r['blocked_ms']:.1f} ms, whole "
+                  f"{r['checkpoint_s']:.2f} s (backup copy {r['backup_s']:.2f} s), {r['commits_during']} puts "
+                  f"during it, longest {r['max_put_ms']:.1f} ms")
+        starvation = None
+        if not backup and args.starve_runs:
+            starvation = bench_starvation(ch, args.starve_runs, args.starve_cap)
+        for r in starvation["runs"] if starvation else []:
+            print(f"  checkpoint next to a back-to-back putter: {'STARVED, ' if r['starved'] else ''}"
+                  f"{r['seconds']:.2f} s until done, blocked_seconds {r['blocked_ms']:.0f} ms, "
+                  f"longest put meanwhile {r['max_put_ms']:.1f} ms")
+    finally:
+        ch.close()
+    print(f"  load after the {label} checkpoints {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return blocking, starvation
+
+
+def run_blocking_only(args: argparse.Namespace, scratch: str) -> dict[str, Any]:
+    root = os.path.join(scratch, "clean-large")
+    built = build(root, args.large_events, args.body_size)
+    print(f"  built {args.large_events:,} events at {built['put_rate']:,.0f}/s")
+    results: dict[str, Any] = {"parameters": {k: v for k, v in vars(args).items() if not k.startswith("child")}}
+    results["blocking"], results["starvation"] = run_blocking(args, root, backup=None)
+    if not args.no_backup:
+        results["blocking_backup"], _ = run_blocking(args, root, backup=os.path.join(scratch, "backup"))
+    print_blocking(args, results)
+    return results
+
+
+def print_blocking(args: argparse.Namespace, results: dict[str, Any]) -> None:
+    rows = []
+    for key, label in (("blocking", "plain"), ("blocking_backup", "backup on")):
+        b = results.get(key)
+        if b is None:
+            continue
+        target = f"<= {TARGET_BLOCK_MS:g} ms"
+        rows += [
+            [f"{label}: lock held (blocked_seconds), worst / median",
+             f"{b['blocked_ms_max']:.1f} / {b['blocked_ms_median']:.1f} ms", target,
+             verdict(b["blocked_ms_max"] <= TARGET_BLOCK_MS)],
+            [f"{label}: longest put commit during a checkpoint, worst / median",
+             f"{b['max_put_ms']:.1f} / {b['max_put_ms_median']:.1f} ms", target,
+             verdict(b["max_put_ms"] <= TARGET_BLOCK_MS)],
+            [f"{label}: same putter, longest commit without a checkpoint", f"{b['baseline_max_put_ms']:.1f} ms",
+             "", ""],
+            [f"{label}: whole checkpoint / of which the backup copy (median)",
+             f"{b['checkpoint_s_median']:.2f} / {b['backup_s_median']:.2f} s", "", ""],
+        ]
+    print_table(f"Checkpoints with {args.large_events:,} queued next to a putter (worst and median of "
+                f"{args.checkpoints})", ["measurement", "result", "target", "verdict"], rows)
+
+
 def run(args: argparse.Namespace, scratch: str) -> dict[str, Any]:
+    if args.blocking_only:
+        print("File channel checkpoint blocking benchmark")
+        print(f"  load at start   {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1/5/15 min)")
+        return run_blocking_only(args, scratch)
     wall = time.perf_counter()
     print("File channel restart / checkpoint benchmark")
     print(f"  machine         {os.cpu_count()} CPUs, {psutil.virtual_memory().total / (1 << 30):.0f} GiB RAM, "
@@ -393,24 +472,12 @@ def run(args: argparse.Namespace, scratch: str) -> dict[str, Any]:
           f"reopens {crashed['reopen_all_s']} s")
     results["crash"] = crashed
 
-    ch = FileChannel(**settings(os.path.join(scratch, "clean-large"), capacity=args.large_events + 10_000_000))
-    if len(ch) != args.large_events:
-        raise SystemExit(f"expected {args.large_events} queued events, found {len(ch)}")
-    try:
-        blocking = bench_blocking(ch, args.checkpoints, args.put_pause_ms / 1000)
-        for r in blocking["runs"]:
-            print(f"  checkpoint of {args.large_events:,}: blocked {r['blocked_ms']:.1f} ms, whole "
-                  f"{r['checkpoint_s']:.2f} s, {r['commits_during']} puts during it, longest {r['max_put_ms']:.1f} ms")
-        starvation = bench_starvation(ch, args.starve_runs, args.starve_cap) if args.starve_runs else None
-        for r in starvation["runs"] if starvation else []:
-            print(f"  checkpoint next to a back-to-back putter: {'STARVED, ' if r['starved'] else ''}"
-                  f"{r['seconds']:.2f} s until done, blocked_seconds {r['blocked_ms']:.0f} ms, "
-                  f"longest put meanwhile {r['max_put_ms']:.1f} ms")
-    finally:
-        ch.close()
+    blocking, starvation = run_blocking(args, os.path.join(scratch, "clean-large"), backup=None)
     results["blocking"] = blocking
     results["starvation"] = starvation
-
+    if not args.no_backup:
+        results["blocking_backup"], _ = run_blocking(args, os.path.join(scratch, "clean-large"),
+                                                     backup=os.path.join(scratch, "backup"))
     ev, lg = clean["events"], clean["large"]
     rows = [
         [f"clean restart, {ev['events']:,} queued x {args.body_size} B", f"{ev['reopen_s']:.3f} s",
@@ -445,6 +512,7 @@ def run(args: argparse.Namespace, scratch: str) -> dict[str, Any]:
           f"{blocking['max_put_ms_median']:.1f} ms, whole checkpoint {blocking['checkpoint_s_median']:.2f} s "
           f"(queue file {blocking['runs'][0]['queue_mb']:.0f} MB); putter p50 {blocking['put_p50_ms']:.2f} ms, "
           f"p99 {blocking['put_p99_ms']:.2f} ms over {blocking['puts']:,} puts")
+    print_blocking(args, results)
     print(f"\ntotal wall time {time.perf_counter() - wall:.0f} s")
     return results
 

@@ -17,8 +17,10 @@ Paths:
 * ``channel``: a FileChannel in this process, ``tx.put_columns`` / ``tx.take_columns``
   (``durability="fsync"``); there is no server, all CPU is the client's.
 * ``grpc``: an agent gRPC server in a child process (``AgentService`` with the channel put
-  handler, the same FileChannel settings), one client: ``AgentClient.put_columns`` (and
-  ``AgentClient.put`` with Event objects, the older API) and ``open_take`` + ``commit``.
+  handler, the same FileChannel settings), one client: ``AgentClient.put_columns`` (one
+  round trip per batch), ``AgentClient.put_stream`` (the ordered put stream, 4 batches in
+  flight), ``AgentClient.put`` with Event objects (the older API), and ``open_take`` +
+  ``commit_and_take``.
 * ``postgres``: its own ``initdb`` cluster on 127.0.0.1 in a temporary directory, ``fsync=on``,
   ``synchronous_commit=on``; put = one binary ``COPY`` per transaction, take =
   ``DELETE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n) RETURNING`` per transaction
@@ -164,6 +166,13 @@ def round_grpc(agent: Agent, w: Work, out: dict[str, float], tag: str) -> None:
             for cols in w.columns:
                 put_columns(cols, channel="bench")
         with m.measure(w.n, out, f"grpc take{tag}"):
+            take_all()
+    put_stream = getattr(client, "put_stream", None)  # None: a client before the ordered put stream
+    if put_stream is not None:
+        with m.measure(w.n, out, f"grpc put_stream{tag}"):
+            for _ack in put_stream(((cols, None) for cols in w.columns), channel="bench", window=4):
+                pass
+        with m.measure(w.n, out, f"grpc take(stream){tag}"):
             take_all()
     with m.measure(w.n, out, f"grpc put(Event){tag}"):
         for events in w.events:

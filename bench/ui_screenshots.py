@@ -150,12 +150,12 @@ def _record_failing_check() -> None:
     os.environ["INGEST_LANDING__AGENT"] = AGENT_ADDRESS
     import dagster as dg
 
-    from dagster_defs.factory import definitions_from_conf
-    from dagster_defs.naming import channel_key
+    from dagster_defs.definitions import defs as load_defs
+    from ingest_toolkit.dagster.naming import channel_key
 
     check = dg.AssetCheckKey(channel_key("events"), "checkpoint_fresh")
     job = dg.define_asset_job("agent_down_check", selection=dg.AssetSelection.checks(check))
-    defs = dg.Definitions.merge(definitions_from_conf(), dg.Definitions(jobs=[job]))
+    defs = dg.Definitions.merge(load_defs(), dg.Definitions(jobs=[job]))
     with dg.DagsterInstance.get() as instance:
         result = defs.resolve_job_def("agent_down_check").execute_in_process(instance=instance, raise_on_error=False)
     (evaluation,) = result.get_asset_check_evaluations()

@@ -1,13 +1,21 @@
-"""The one Definitions object of the project (``dg dev`` / ``dagster dev`` load ``defs``).
+"""The code location of this repository (``dg dev`` / ``dagster dev`` load ``defs``): a components project.
 
-A pure merge: every asset, check, job, sensor and schedule comes from the per-channel factory
-(:mod:`dagster_defs.factory`), configured from ``conf/``; the resources too.
+Every channel is one instance of :class:`ingest_toolkit.dagster.IngestChannelComponent`, a
+``defs.yaml`` under ``dagster_defs/defs/<channel>/`` (written by ``dg scaffold defs
+ingest_toolkit.dagster.IngestChannelComponent <channel>``); this module only loads that folder,
+so the demo and the UI run what a user of the package runs. ``defs`` is lazy: nothing is read
+from ``conf/`` at import, and a configuration problem is an error of the code location's load.
 """
 
 from __future__ import annotations
 
-from .factory import definitions_from_conf
+from pathlib import Path
+
+import dagster as dg
 
 __all__ = ["defs"]
 
-defs = definitions_from_conf()
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)

@@ -12,13 +12,18 @@ from rich.console import Console
 from rich.table import Table
 
 from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
+from ingest_toolkit.dagster.curated import partition_keys_for_hours
+from ingest_toolkit.dagster.naming import (
+    checks_job_name,
+    curated_job_name,
+    curated_op_name,
+    landing_job_name,
+    landing_op_name,
+)
+from ingest_toolkit.dagster.partitions import hourly_partitions
 from ingest_toolkit.land.storage import HadoopStorage, Location, local_path, locate
 from ingest_toolkit.orchestrate.curation import hour_of_landed_dir
-
-from .curated import partition_keys_for_hours
-from .naming import checks_job_name, curated_job_name, curated_op_name, landing_job_name, landing_op_name
-from .partitions import hourly_partitions
-from .settings import ChannelSpec, OrchestrationSettings
+from ingest_toolkit.orchestrate.settings import ChannelSpec, OrchestrationSettings
 
 __all__ = ["CheckRow", "Outcome", "check_table", "landed_partition_keys", "run_pipeline"]
 
@@ -50,14 +55,13 @@ def run_pipeline(console: Console) -> Outcome:
     all checks; on the instance of ``DAGSTER_HOME`` and the settings of ``INGEST_CONF_DIR``.
     Spark runs in this process already (the runs' SparkResource reuses the session)."""
     from ingest_toolkit.land import load_landing_config
+    from ingest_toolkit.orchestrate.settings import load_channel_specs, load_orchestration_settings
 
-    from .channels import load_channel_specs
-    from .factory import definitions_from_conf
-    from .settings import load_orchestration_settings
+    from .definitions import defs as load_defs
 
     settings = load_orchestration_settings()
     specs = load_channel_specs(settings.agent_conf)
-    defs = definitions_from_conf()
+    defs = load_defs()  # the code location: one component instance per channel (dagster_defs/defs/)
     landing = load_landing_config(settings.landing_conf)
     outcome = Outcome()
     _clear_remote([f"{r.rstrip('/')}/{s.name}" for r in (landing.root, settings.curated_root) for s in specs])

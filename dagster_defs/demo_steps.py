@@ -44,10 +44,9 @@ from rich.console import Console
 from ingest_toolkit.channel.lock import LOCK_FILE, lock_holder
 from ingest_toolkit.collect.config import load_agent_config
 from ingest_toolkit.collect.sources.spool_dir import SpoolDirSettings
+from ingest_toolkit.dagster.instance import ensure_pool_limits, write_instance_yaml
 from ingest_toolkit.errors import ConfigError, IngestError
-
-from .instance import ensure_pool_limits, write_instance_yaml
-from .settings import conf_dir, load_orchestration_settings
+from ingest_toolkit.orchestrate.settings import conf_dir, load_orchestration_settings
 
 __all__ = ["DEMO_CHECKPOINT_INTERVAL", "DEMO_TREE", "Agent", "DemoError", "DemoPaths", "clear", "prepare_instance",
            "use_demo_configuration", "wait_ingested", "write_demo_conf", "write_spool_files"]

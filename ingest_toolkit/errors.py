@@ -51,6 +51,7 @@ Each stage keeps its own errors in one module, under the same root::
     ├── HadoopJarsError                    hdfs.jars: the Hadoop jars are missing
     ├── HdfsClusterError                   hdfs.cluster: the local HDFS did not start or answer
     ├── MissingExtraError                  extras: a command needs an extra that is not installed
+    ├── CheckFailedError                   airflow.operators: an ERROR check failed its task (no retry)
     └── DemoError                          dagster_defs.demo_steps: the demo cannot run here
 
 Two exceptions are signals, not errors, and never reach a caller: ``channel.format.FrameError``

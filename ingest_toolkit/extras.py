@@ -1,8 +1,8 @@
 """Which optional extra a missing module belongs to, and the one-line error that names it.
 
 ``pip install ingest-toolkit`` is the core an edge host needs (channel, agent, collectors, CLI,
-gRPC client, channel tools). Spark, Arrow and Dagster come with extras (``[spark]``,
-``[dagster]``, ``[connect]``, ``[all]``; docs/install.md). The core never imports them at module
+gRPC client, channel tools). Spark, Arrow, Dagster and Airflow come with extras (``[spark]``,
+``[dagster]``, ``[airflow]``, ``[connect]``, ``[all]``; docs/install.md). The core never imports them at module
 level; a command that needs one imports it when it runs, and a missing one becomes
 :class:`MissingExtraError` ("land needs Spark: pip install 'ingest-toolkit[spark]'") instead of a
 traceback.
@@ -26,6 +26,7 @@ EXTRA_OF_MODULE: dict[str, tuple[str, str]] = {
     "dagster_dg_cli": ("dagster", "Dagster"),
     "pendulum": ("dagster", "Dagster"),
     "tomlkit": ("dagster", "Dagster"),
+    "airflow": ("airflow", "Airflow"),
 }
 
 

@@ -254,6 +254,15 @@ def test_the_library_never_imports_the_dagster_definitions() -> None:
     assert _any_import(edges, "ingest_toolkit", ("dagster_defs",)) == []
 
 
+def test_only_the_dagster_layer_imports_it() -> None:
+    """``ingest_toolkit.dagster`` (the ``[dagster]`` extra) is a leaf of the library: no other
+    module of it imports the Dagster layer, lazily or not, so the core never needs Dagster."""
+    _graph, edges = import_graph()
+    outside = [e for e in edges if e.source.startswith("ingest_toolkit.") and
+               not (e.source == "ingest_toolkit.dagster" or e.source.startswith("ingest_toolkit.dagster."))]
+    assert _any_import(outside, "ingest_toolkit", ("ingest_toolkit.dagster",)) == []
+
+
 # -- the graph reader itself ------------------------------------------------------------------
 
 def _graph_of(tmp_path: Path, files: dict[str, str]) -> dict[str, set[str]]:

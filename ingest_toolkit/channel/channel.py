@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 import uuid
+from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -70,8 +71,10 @@ class FileChannel:
             self._recover(progress)
             self._closed = False
             self._checkpointer = Checkpointer(self._fs, self.config.checkpoint_dir, self.channel_id,
-                                              self._snapshot, self._forget_logs)
-            if self.replay_stats.frames or self.checkpoint_problem:
+                                              self._snapshot, self._forget_logs, sync_through=self._sync_through,
+                                              backup_dir=self.config.backup_checkpoint_dir,
+                                              backup=self._recovered_backup)
+            if self.replay_stats.frames or self.checkpoint_problem or self._backup_behind():
                 self.checkpoint()  # what this open replayed need not be replayed again
         except BaseException:
             self._closed = True
@@ -82,8 +85,15 @@ class FileChannel:
         self._checkpointer.start(self.config.checkpoint_interval)
 
     # -- opening --------------------------------------------------------------------------
+    def _backup_behind(self) -> bool:
+        """Whether the backup copy is missing, unusable or older than the checkpoint in force."""
+        backup = self._recovered_backup
+        return backup is not None and (self.recovery_source != "checkpoint"
+                                       or backup.checkpoint_id != self._checkpoint_id)
+
     def _lock_directories(self) -> None:
-        for directory in (self.config.checkpoint_dir, *self.config.data_dirs):
+        backup = self.config.backup_checkpoint_dir
+        for directory in (self.config.checkpoint_dir, *self.config.data_dirs, *([backup] if backup else [])):
             self._fs.makedirs(directory)
             lock = DirectoryLock(directory)
             try:
@@ -98,6 +108,11 @@ class FileChannel:
         result = recovered.result
         self.replay_stats = result.stats
         self.checkpoint_problem = recovered.checkpoint_problem
+        # Where the state came from: "checkpoint", "backup" (the primary was unusable) or
+        # "full-replay" (no usable copy); backup_problem: why the backup found was skipped.
+        self.recovery_source = recovered.source
+        self._recovered_backup = recovered.backup
+        self.backup_problem = recovered.backup.problem if recovered.backup else None
         self.channel_id = recovered.channel_id
         self._paths = {info.log_id: info.path for info in result.segments}
         self._queue = result.queue
@@ -182,7 +197,17 @@ class FileChannel:
                 "takes_since_open": self._takes_total - self._totals_at_open[1],
                 "checkpoint_id": self._checkpoint_id,
                 "tags": len(self._tags),
+                "recovery_source": self.recovery_source,
+                "backup": self._backup_stats(),
             }
+
+    def _backup_stats(self) -> dict[str, Any] | None:
+        if self.config.backup_checkpoint_dir is None:
+            return None
+        state = self._checkpointer.backup
+        return {"dir": self.config.backup_checkpoint_dir, "checkpoint_id": state.checkpoint_id,
+                "current": state.checkpoint_id == self._checkpoint_id, "failures": state.failures,
+                "problem": state.problem}
 
     def checkpoint(self) -> CheckpointResult:
         """Write a checkpoint now and delete the log segments it made unnecessary.
@@ -237,27 +262,40 @@ class FileChannel:
 
     # -- used by the Checkpointer ---------------------------------------------------------
     def _snapshot(self) -> tuple[Snapshot, dict[int, str]]:
-        """Copy the state as of the log's current end, after making that end durable."""
+        """The published state and its log position, under the lock: bookkeeping is copied, the
+        queue lent (``PointerQueue.freeze``, no copy); nothing is synced here."""
         with self._cond:
             if self._closed:
                 raise ChannelClosedError()
             if self._log.failed is not None:
                 raise ChannelFailedError(self._log.failed)
-            # The checkpoint must never point past durable frames; this also publishes the
-            # commits waiting for a sync: they are durable now.
-            self._log.sync_now()
+            # The state as published: every COMMIT frame before this position, and none after
+            # it, is in the queue. Frames after it (commits still waiting for their sync) are
+            # replayed from the log. The Checkpointer makes the position durable (_sync_through)
+            # before it writes anything: no fdatasync while the lock is held.
+            log_id, log_offset = self._log.checkpoint_position()
+            limit = fmt.make_pointer(log_id, log_offset)
             self._checkpoint_id += 1
             open_txns = sorted(self._open.values(), key=lambda t: t.txn_id)
-            snap = Snapshot(
-                checkpoint_id=self._checkpoint_id, queue=self._queue.to_array(),
-                takes=take_chunks(open_txns),
-                puts=[(t.txn_id, list(t.spilled)) for t in open_txns if t.kind is TxnKind.PUT and t.spilled],
-                refcounts=dict(self._refcounts), log_id=self._log.segment.log_id, log_offset=self._log.segment.position,
+            puts = [(t.txn_id, t.spilled[: bisect_left(t.spilled, limit)])
+                    for t in open_txns if t.kind is TxnKind.PUT and t.spilled]
+            takes, tags = take_chunks(open_txns), self._tags.records()
+            snap = Snapshot(  # the queue is lent last: nothing after it can fail and leave it lent
+                checkpoint_id=self._checkpoint_id, queue=self._queue.freeze(),
+                takes=takes, puts=[(txn, ptrs) for txn, ptrs in puts if ptrs],
+                refcounts=dict(self._refcounts), log_id=log_id, log_offset=log_offset,
                 last_seq=self._seq - 1, next_txn_id=self._next_txn, marks=list(self._marks),
                 puts_committed=self._puts_total, takes_committed=self._takes_total,
                 capacity=self.config.capacity, interval_ms=int(self.config.checkpoint_interval * 1000),
-                tags=self._tags.records())
+                tags=tags)
             return snap, dict(self._paths)
+
+    def _sync_through(self, position: tuple[int, int]) -> None:
+        """Make the log durable up to a snapshot's position (the lock is released while syncing)."""
+        with self._cond:
+            if self._log.failed is not None:
+                raise ChannelFailedError(self._log.failed)
+            self._log.sync_through(position)
 
     def _forget_logs(self, log_ids: list[int]) -> None:
         with self._cond:

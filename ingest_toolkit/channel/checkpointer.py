@@ -8,6 +8,10 @@ Deletion rule: after a checkpoint is durable, a segment is deleted when its id i
 Deleting only *below* the oldest needed segment, never a drained segment between needed ones,
 keeps a full replay exact: a TAKE frame always lies in a segment at or after its event's PUT
 frame, so no take of a surviving put can have been deleted.
+
+With a backup directory, each committed checkpoint is then copied there (:mod:`.backup`), and
+the floor is also at most the floor of the newest complete backup: when a copy fails, the
+previous backup stays usable, so the segments it needs are kept until a copy succeeds again.
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from .checkpoint import Snapshot, write_checkpoint
+from .backup import BackupState, write_backup
+from .checkpoint import CHECKPOINT_META, Snapshot, write_checkpoint
 from .format import pointer_log_id
-from .fs import FileSystem
+from .fs import FileSystem, write_atomic
 from .proto import channel_pb2 as pb
 from .segment import meta_path
 
@@ -34,8 +39,10 @@ log = logging.getLogger(__name__)
 class CheckpointResult:
     meta: pb.CheckpointMeta
     blocked_seconds: float  # how long the channel lock was held for the snapshot
-    seconds: float  # the whole checkpoint, writing and deleting included
+    seconds: float  # the whole checkpoint, writing, backup copy and deleting included
     deleted_logs: list[int]
+    backup_seconds: float = 0.0  # the backup copy (0 without a backup directory)
+    backup_error: str | None = None  # why the backup copy failed (the previous backup is kept)
 
 
 def deletion_floor(log_id: int, refcounts: Mapping[int, int], puts: Iterable[tuple[int, list[int]]]) -> int:
@@ -50,8 +57,10 @@ def deletion_floor(log_id: int, refcounts: Mapping[int, int], puts: Iterable[tup
     return min(needed)
 
 
-def deletable_logs(snap: Snapshot, log_ids: list[int]) -> list[int]:
+def deletable_logs(snap: Snapshot, log_ids: list[int], backup_floor: int | None = None) -> list[int]:
     floor = deletion_floor(snap.log_id, snap.refcounts, snap.puts)
+    if backup_floor is not None:
+        floor = min(floor, backup_floor)  # what the backup needs stays (module docstring)
     return sorted(lid for lid in log_ids if lid < floor)
 
 
@@ -64,9 +73,13 @@ class Checkpointer:
 
     def __init__(self, fs: FileSystem, checkpoint_dir: str, channel_id: bytes,
                  snapshot: Callable[[], tuple[Snapshot, dict[int, str]]],
-                 forget_logs: Callable[[list[int]], None]) -> None:
+                 forget_logs: Callable[[list[int]], None], *,
+                 sync_through: Callable[[tuple[int, int]], None] = lambda _position: None,
+                 backup_dir: str | None = None, backup: BackupState | None = None) -> None:
         self._fs, self._dir, self._channel_id = fs, checkpoint_dir, channel_id
-        self._snapshot, self._forget_logs = snapshot, forget_logs
+        self._snapshot, self._forget_logs, self._sync_through = snapshot, forget_logs, sync_through
+        self.backup_dir = backup_dir
+        self.backup = backup or BackupState()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -78,11 +91,43 @@ class Checkpointer:
             started = time.monotonic()
             snap, paths = self._snapshot()
             blocked = time.monotonic() - started
-            snap.log_bytes = _total_size(paths.values())
-            meta = write_checkpoint(self._fs, self._dir, self._channel_id, snap)
-            deleted = self._delete(deletable_logs(snap, list(paths)), paths)
-            self.last = CheckpointResult(meta, blocked, time.monotonic() - started, deleted)
+            try:
+                self._sync_through((snap.log_id, snap.log_offset))  # never points past durable frames
+                snap.log_bytes = _total_size(paths.values())
+                meta = write_checkpoint(self._fs, self._dir, self._channel_id, snap,
+                                        backup_checkpoint_id=self.backup.checkpoint_id,
+                                        backup_dir=self.backup_dir or "")
+            finally:
+                snap.queue.release()  # also when the write failed before reaching the queue file
+            backed_up = time.monotonic()
+            error = self._copy_to_backup(meta, snap) if self.backup_dir else None
+            backup_seconds = time.monotonic() - backed_up if self.backup_dir else 0.0
+            deleted = self._delete(deletable_logs(snap, list(paths), self.backup.floor), paths)
+            self.last = CheckpointResult(meta, blocked, time.monotonic() - started, deleted,
+                                         backup_seconds, error)
             return self.last
+
+    def _copy_to_backup(self, meta: pb.CheckpointMeta, snap: Snapshot) -> str | None:
+        """Copy the committed checkpoint to the backup directory; the error text if that failed."""
+        assert self.backup_dir is not None
+        try:
+            data = write_backup(self._fs, self._dir, self.backup_dir, meta)
+        except Exception as err:  # the previous backup stays complete, and its segments stay
+            self.backup.failures += 1
+            self.backup.problem = f"backup copy of checkpoint {meta.checkpoint_id} to {self.backup_dir} failed: {err}"
+            log.error("%s; the previous backup (#%d) is kept, and so are the log segments it needs",
+                      self.backup.problem, self.backup.checkpoint_id)
+            return self.backup.problem
+        previous = meta.backup_checkpoint_id
+        self.backup.checkpoint_id = meta.backup_checkpoint_id = meta.checkpoint_id
+        self.backup.floor = deletion_floor(snap.log_id, snap.refcounts, snap.puts)
+        self.backup.problem = None
+        try:  # checkpoint.meta now says the backup is of this checkpoint (same bytes as the copy's)
+            write_atomic(self._fs, os.path.join(self._dir, CHECKPOINT_META), data)
+        except OSError as err:
+            log.warning("checkpoint.meta in %s still names backup #%d, not #%d (not updated: %s)", self._dir,
+                        previous, meta.checkpoint_id, err)
+        return None
 
     def _delete(self, log_ids: list[int], paths: dict[int, str]) -> list[int]:
         if not log_ids:

@@ -35,6 +35,9 @@ class ChannelConfig(BaseModel):
 
     checkpoint_dir: str
     data_dirs: list[str] = Field(min_length=1)
+    # A copy of every checkpoint, made after it is committed (docs/checkpoint.md, "Backup copy");
+    # meant for another disk. None: no backup.
+    backup_checkpoint_dir: str | None = None
     capacity: int = Field(1_000_000, ge=1, le=1 << 40)
     transaction_capacity: int = Field(10_000, ge=1)
     max_file_size: int = Field(256 * MiB, ge=64 * 1024, le=2 << 30)
@@ -65,6 +68,18 @@ class ChannelConfig(BaseModel):
         if len(set(dirs)) != len(dirs) or info.data.get("checkpoint_dir") in dirs:
             raise ValueError("data_dirs must be distinct from each other and from checkpoint_dir")
         return dirs
+
+    @field_validator("backup_checkpoint_dir")
+    @classmethod
+    def _distinct_backup(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("backup_checkpoint_dir must be a directory (leave it out to keep no backup)")
+        others = [info.data.get("checkpoint_dir"), *(info.data.get("data_dirs") or [])]
+        if any(other and os.path.abspath(other) == os.path.abspath(value) for other in others):
+            raise ValueError("backup_checkpoint_dir must be distinct from checkpoint_dir and data_dirs")
+        return value
 
     @field_validator("transaction_capacity")
     @classmethod

@@ -9,6 +9,11 @@ State and its guards (all under the channel's lock, the ``cond`` given to :class
   (``_syncing``) syncs the log outside the lock; it publishes every pending commit its sync
   covered, so concurrent commits share one fdatasync and become visible in commit order.
 * ``failed`` - the first write or sync error; nothing more is written once it is set.
+* ``published_at`` - ``(log id, offset)`` up to which every COMMIT frame is published and none
+  after it is, while commits wait for a sync: the end the last sync covered. ``durable_at`` -
+  the end the last sync (or seal) covered. A checkpoint snapshots the published state at
+  :meth:`LogWriter.checkpoint_position` and makes it durable with :meth:`LogWriter.sync_through`,
+  which syncs outside the lock: a checkpoint never holds the lock across an fdatasync.
 
 Publishing a commit (making it visible in the queue) is the channel's: the writer calls its
 ``publish`` callback for each transaction a sync covered, in commit order. The configuration and
@@ -59,6 +64,7 @@ class LogWriter:
         self.failed: BaseException | None = None
         self.fsyncs = 0
         self.segment = self._new_segment()
+        self.published_at = self.durable_at = (self.segment.log_id, self.segment.position)
 
     def _new_segment(self, *, draining: bool = False) -> SegmentWriter:
         config = self._config()
@@ -135,6 +141,7 @@ class LogWriter:
             self.segment = self._new_segment(draining=draining)  # on failure the sealed one stays
         except OSError as err:  # not ENOSPC (that is DiskSpaceError): the directory is unusable
             raise self.fail(err) from err
+        self.durable_at = (self.segment.log_id, self.segment.position)  # its header was synced
 
     # -- group commit ---------------------------------------------------------------------
     def commit(self, tx: Transaction, *, page_cache: bool) -> None:
@@ -154,23 +161,50 @@ class LogWriter:
             if self._syncing:
                 self._cond.wait()
                 continue
-            self._syncing, target, writer = True, self._write_gen, self.segment
-            self._cond.release()
-            try:
-                writer.sync()
-                error: OSError | None = None
-            except OSError as err:
-                error = err
-            finally:
-                self._cond.acquire()
-                self._syncing = False
-                self.fsyncs += 1
-                self._close_retired()
-            if error is not None:
-                raise self.fail(error) from error
-            self._synced_gen = max(self._synced_gen, target)
-            self._publish()
-            self._cond.notify_all()
+            self._lead_sync()
+
+    def _lead_sync(self) -> None:
+        """Sync the segment outside the lock, then publish every commit the sync covered."""
+        self._syncing, target, writer = True, self._write_gen, self.segment
+        covered = (writer.log_id, writer.position)  # every frame of commits up to ``target``
+        self._cond.release()
+        try:
+            writer.sync()
+            error: OSError | None = None
+        except OSError as err:
+            error = err
+        finally:
+            self._cond.acquire()
+            self._syncing = False
+            self.fsyncs += 1
+            self._close_retired()
+        if error is not None:
+            raise self.fail(error) from error
+        self.durable_at = max(self.durable_at, covered)
+        if target > self._synced_gen:  # else a seal meanwhile covered more (and said so)
+            self.published_at = covered
+        self._synced_gen = max(self._synced_gen, target)
+        self._publish()
+        self._cond.notify_all()
+
+    def checkpoint_position(self) -> tuple[int, int]:
+        """Where a checkpoint of the published state resumes replay: the log's end when no
+        commit waits for a sync (every COMMIT frame so far is published), else the end the last
+        sync covered (the waiting commits' frames lie after it and are replayed)."""
+        if not self._pending:
+            return self.segment.log_id, self.segment.position
+        return self.published_at
+
+    def sync_through(self, position: tuple[int, int]) -> None:
+        """Make the log durable up to ``position``, syncing outside the lock (as a group-commit
+        leader does) or waiting for a sync in progress; a later sync always covers it, so a
+        busy committer cannot starve the caller."""
+        while self.durable_at < position:
+            self._check_usable()
+            if self._syncing:
+                self._cond.wait()
+                continue
+            self._lead_sync()
 
     def sync_now(self) -> None:
         """Make every frame appended so far durable and publish the commits waiting for it.
@@ -207,7 +241,9 @@ class LogWriter:
         self._retired.clear()
 
     def mark_synced(self) -> None:
+        """Everything written so far is durable (a seal or sync just covered it)."""
         self._synced_gen = self._write_gen
+        self.published_at = self.durable_at = (self.segment.log_id, self.segment.position)
         self._publish()
         self._cond.notify_all()
 

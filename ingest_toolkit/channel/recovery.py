@@ -2,6 +2,16 @@
 
 Recovery never writes frames. It may cut the newest segment back to its last valid frame (a
 torn tail), seal it, and remove a segment whose creation never completed.
+
+Where the state starts (``Recovered.source``), in order of preference:
+
+1. ``"checkpoint"``: the primary ``checkpoint.meta`` loads, validates and lies within the logs;
+2. ``"backup"``: the primary is missing, partial, damaged, or ahead of the logs, and the backup
+   copy (``backup_checkpoint_dir``) loads, validates, lies within the logs and is not older than
+   them (:func:`~.backup.usable_backup`); the logs after it are replayed;
+3. ``"full-replay"``: neither copy is usable (or none exists): every segment is replayed.
+
+A backup that cannot be used is reported (``Recovered.backup.problem``) and skipped, never trusted.
 """
 
 from __future__ import annotations
@@ -14,7 +24,9 @@ from dataclasses import dataclass
 
 from ..errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError, SegmentLostError
 from . import format as fmt
+from .backup import BackupState, ahead_of_logs, missing_segments, usable_backup
 from .checkpoint import Checkpoint, load_checkpoint, written_through
+from .checkpointer import deletion_floor
 from .config import ChannelConfig
 from .crypto import KeyChain
 from .fs import FileSystem, read_file, write_atomic
@@ -39,6 +51,8 @@ class Recovered:
     next_log_id: int
     marks: list[tuple[int, int]]  # (cumulative put count, commit unix ns), see CommitMark
     last_checkpoint_id: int  # never reused, even when the checkpoint could not be loaded
+    source: str = "full-replay"  # "checkpoint", "backup" or "full-replay": where the state started
+    backup: BackupState | None = None  # the backup copy as found (None: no backup_checkpoint_dir)
 
 
 def recover(fs: FileSystem, config: ChannelConfig, progress: ProgressFn | None,
@@ -47,7 +61,19 @@ def recover(fs: FileSystem, config: ChannelConfig, progress: ProgressFn | None,
     keys.check_segments(fs, sorted(seg for d in config.data_dirs for seg in list_segments(fs, d)))
     id_path = os.path.join(config.checkpoint_dir, CHANNEL_ID_FILE)
     stored = _read_channel_id(fs, id_path)
-    start, problem = _load_start(fs, config.checkpoint_dir, stored)
+    present = {log_id: path for d in config.data_dirs for log_id, path in list_segments(fs, d)}
+    start, problem = _load_start(fs, config.checkpoint_dir, stored, present)
+    source = "checkpoint" if start is not None else "full-replay"
+    backup = None
+    if config.backup_checkpoint_dir is not None:
+        backup, restored = _load_backup(fs, config.backup_checkpoint_dir, stored, present)
+        if start is None and restored is not None:
+            start, source = restored, "backup"
+            log.warning("restoring checkpoint %d from the backup in %s (the primary: %s); replaying the logs "
+                        "after it", restored.meta.checkpoint_id, config.backup_checkpoint_dir,
+                        problem or "checkpoint.meta is missing")
+    if start is None and problem:
+        log.warning("no usable checkpoint, rebuilding the state by a full replay of the logs: %s", problem)
     tags = TagStore(config.tag_window, int(config.tag_retention_seconds * 1e9))
     proof = written_through(config.checkpoint_dir, fs)
     result = replay(fs, config.data_dirs, start=start, progress=progress, tags=tags, checkpoint=proof, keys=keys)
@@ -66,9 +92,10 @@ def recover(fs: FileSystem, config: ChannelConfig, progress: ProgressFn | None,
     if len(result.queue) > config.capacity:
         log.warning("%d events are queued but capacity is now %d: puts are refused until the channel "
                     "is drained below capacity", len(result.queue), config.capacity)
-    last_id = start.meta.checkpoint_id if start else _highest_checkpoint_file_id(fs, config.checkpoint_dir)
+    last_id = max(start.meta.checkpoint_id if start else 0, _highest_checkpoint_file_id(fs, config.checkpoint_dir),
+                  backup.checkpoint_id if backup else 0)
     return Recovered(channel_id, result, start, problem, _next_log_id(fs, config.data_dirs),
-                     _marks(fs, start, result), last_id)
+                     _marks(fs, start, result), last_id, source, backup)
 
 
 def _highest_checkpoint_file_id(fs: FileSystem, directory: str) -> int:
@@ -81,12 +108,34 @@ def _highest_checkpoint_file_id(fs: FileSystem, directory: str) -> int:
     return max(ids)
 
 
-def _load_start(fs: FileSystem, directory: str, channel_id: bytes | None) -> tuple[Checkpoint | None, str | None]:
+def _load_start(fs: FileSystem, directory: str, channel_id: bytes | None,
+                present: dict[int, str]) -> tuple[Checkpoint | None, str | None]:
+    """The primary checkpoint, or None and why it cannot be used (None, None: there is none)."""
     try:
-        return load_checkpoint(directory, channel_id, fs), None
+        start = load_checkpoint(directory, channel_id, fs)
     except CheckpointInvalid as err:
-        log.warning("checkpoint not usable, rebuilding the state by a full replay of the logs: %s", err)
+        log.warning("checkpoint not usable: %s", err)
         return None, str(err)
+    # Ahead of the logs, it cannot be used; unless events point into missing segments: that is
+    # lost data, which the replay's checks refuse (no other copy could bring those events back).
+    ahead = ahead_of_logs(fs, start, present) if start is not None else None
+    if start is not None and ahead is not None and missing_segments(start, present) in ([], [start.meta.log_id]):
+        problem = f"{os.path.join(directory, 'checkpoint.meta')} (#{start.meta.checkpoint_id}) {ahead}"
+        log.warning("checkpoint not usable: %s", problem)
+        return None, problem
+    return start, None
+
+
+def _load_backup(fs: FileSystem, directory: str, channel_id: bytes | None,
+                 present: dict[int, str]) -> tuple[BackupState, Checkpoint | None]:
+    """What the backup directory holds, and the checkpoint if it could stand in for the primary."""
+    cp, problem = usable_backup(fs, directory, channel_id, present)
+    if cp is None:
+        if problem:
+            log.warning("%s; it is skipped (the next checkpoint writes a new backup)", problem)
+        return BackupState(problem=problem), None
+    floor = deletion_floor(cp.meta.log_id, dict(cp.meta.log_refcounts), cp.puts)
+    return BackupState(checkpoint_id=cp.meta.checkpoint_id, floor=floor), cp
 
 
 def _identity(fs: FileSystem, path: str, stored: bytes | None, found: bytes | None,

@@ -20,7 +20,15 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..errors import EventTooLargeError, TransactionCapacityError, TransactionError
 from . import format as fmt
-from .codec import SMALL_VARINTS, Event, EventColumns, encode_put, encode_put_pairs, varint
+from .codec import (
+    SMALL_VARINTS,
+    Event,
+    EventColumns,
+    encode_put,
+    encode_puts_columns,
+    header_entry,
+    varint,
+)
 from .tags import TagRecord
 
 if TYPE_CHECKING:
@@ -254,31 +262,44 @@ def _payload(event: Event) -> bytes:
 
 
 def _column_payloads(columns: EventColumns) -> list[bytes]:
-    """PUT payloads of ``columns``: header-less bodies inline, others through encode_put_pairs."""
+    """PUT payloads of ``columns``: header-less bodies inline, others through encode_puts_columns."""
     if not columns.header_keys:
         return [b"\x0a" + (SMALL_VARINTS[n] if n < 16384 else varint(n)) + body if (n := len(body)) else b""
                 for body in columns.bodies]
-    out: list[bytes] = []
-    keys, values, at = columns.header_keys, columns.header_values, 0
-    for body, count in zip(columns.bodies, columns.header_counts, strict=True):
-        out.append(encode_put_pairs(body, keys[at:at + count], values[at:at + count]))
-        at += count
-    return out
+    return encode_puts_columns(columns.bodies, columns.header_counts, columns.header_keys, columns.header_values)
 
 
 def _payloads(batch: Sequence[Event]) -> list[bytes]:
-    """``_payload`` of each event, with header-less events encoded inline (the hot path)."""
+    """``_payload`` of each event, with header-less events encoded inline (the hot path) and each
+    distinct header (key, value) encoded once per batch (headers repeat across a batch)."""
     out: list[bytes] = []
-    append = out.append
+    append, join = out.append, b"".join
+    entries: dict[tuple[str, str], bytes] = {}
     for event in batch:
         body, headers = event.body, event.headers
         if type(body) is not bytes:
             body = _as_bytes(body)
         n = len(body)
-        if headers or not n:
-            append(encode_put(body, headers))
-        else:
-            append(b"\x0a" + (SMALL_VARINTS[n] if n < 16384 else varint(n)) + body)
+        head = b"\x0a" + (SMALL_VARINTS[n] if n < 16384 else varint(n)) + body if n else b""
+        if not headers:
+            append(head)
+            continue
+        parts = [head]
+        try:
+            for pair in headers.items():
+                entry = entries.get(pair)
+                if entry is None:
+                    entry = header_entry(*pair)
+                    if entry is None:
+                        break
+                    entries[pair] = entry
+                parts.append(entry)
+            else:
+                append(join(parts))
+                continue
+        except (AttributeError, TypeError, UnicodeEncodeError):
+            pass
+        append(encode_put(body, headers))  # long, non-string or unencodable: protobuf and its errors
     return out
 
 

@@ -30,6 +30,7 @@ from typing import Any
 from ..channel import Event, EventColumns, FileChannel
 from ..channel.fs import OsFileSystem, write_atomic
 from ..channel.lock import DirectoryLock
+from ..channel.tools.health import observe_channel
 from ..errors import ChannelLockedError, ConfigError, DiskSpaceError, IngestError
 from ..rpc.server import AgentService, RunningServer, start_server
 from ..security import SecuritySettings, load_token
@@ -43,6 +44,7 @@ from .metrics import MetricsRegistry
 from .pipeline import Pipeline, PutResult
 from .preflight import directory_problems
 from .selectors import ReplicatingSelectorSettings, Selector, build_selector
+from .sinks import SinkGroup, build_sink_groups
 from .sources import Source, build_source
 from .writability import Writability
 
@@ -95,6 +97,7 @@ class Agent:
         self.channels: dict[str, FileChannel] = {}
         self.writability = Writability(self.channels)  # sees the channels as they are opened
         self.sources: dict[str, Source] = {}
+        self.sink_groups: dict[str, SinkGroup] = {}
         self.grpc: RunningServer | None = None
         self.service: AgentService | None = None
         self.admin: AdminServer | None = None
@@ -112,12 +115,18 @@ class Agent:
             self._lock_state_dir()
             self._open_channels()
             self._build_sources()
+            with _bind_errors("sinks", "the sinks"):
+                self.sink_groups = build_sink_groups(self.config.sinks, self.config.sink_groups, self.channels,
+                                                     self.config.sink_state_dir())
             if settings.grpc.enabled:
                 self._start_grpc(grpc_token)
             for name, source in self.sources.items():
                 log.info("starting source", extra={"source": name})
                 with _bind_errors(f"sources.{name}", f"source {name}"):
                     source.start()
+            for name, group in self.sink_groups.items():
+                log.info("starting sink group", extra={"sink_group": name})
+                group.start()
             if settings.admin.enabled:
                 with _bind_errors("agent.admin.port", "the admin endpoint"):
                     self.admin = AdminServer(self, host=settings.admin.host, port=settings.admin.port,
@@ -157,6 +166,8 @@ class Agent:
         timeout = self.config.agent.shutdown_timeout
         for name, source in reversed(list(self.sources.items())):
             _quietly(f"stopping source {name}", functools.partial(source.stop, timeout))
+        for name, group in reversed(list(self.sink_groups.items())):
+            _quietly(f"stopping sink group {name}", functools.partial(group.stop, timeout))
         if self.grpc is not None:
             _quietly("stopping the gRPC server", functools.partial(self.grpc.stop, timeout))
             self.grpc = None
@@ -278,6 +289,7 @@ class Agent:
                 if (problem := _channel_problem(ch))]
         down += [f"source {name}: {problem}" for name, source in self.sources.items()
                  if (problem := source_problem(source))]
+        down += [f"sink group {name}: not running" for name, group in self.sink_groups.items() if not group.running]
         full = [f"channel {name}: {problem}" for name, problem in self.writability.problems().items()]
         return ("unhealthy" if down else "degraded" if full else "ok"), down + full
 
@@ -285,15 +297,17 @@ class Agent:
         return {
             "agent": self.config.agent.name, "version": __version__, "ports": self.ports(),
             "healthy": not self.health(), "reasons": self.health(),
-            "channels": {n: safe_stats(ch.stats) for n, ch in self.channels.items()},
+            "channels": {n: {**safe_stats(ch.stats), **observe_channel(ch.config.checkpoint_dir, ch.config.data_dirs)}
+                         for n, ch in self.channels.items()},
             "sources": {n: safe_stats(s.stats) for n, s in self.sources.items()},
+            "sinks": {n: safe_stats(g.stats) for n, g in self.sink_groups.items()},
         }
 
     def metrics_text(self) -> str:
         """The ``/metrics`` text (the families are :mod:`.agent_metrics`' business)."""
         facts = AgentFacts(self.config.agent.name, __version__, not self.health(), self.started_at)
         return exposition(facts, channels=self.channels, writability=self.writability, registry=self.metrics,
-                          sources=self.sources)
+                          sources=self.sources, sink_groups=self.sink_groups)
 
 
 # -- helpers ------------------------------------------------------------------------------

@@ -15,11 +15,12 @@ from typing import Any
 from ..channel import FileChannel
 from ..channel.checkpoint import CheckpointInvalid, read_checkpoint_meta
 from .metrics import Family, MetricsRegistry, Sample, render
+from .sinks import SinkGroup
 from .sources import Source
 from .writability import Writability
 
 __all__ = ["AgentFacts", "Family", "agent_families", "channel_families", "exposition", "safe_stats",
-           "source_families", "source_problem"]
+           "sink_families", "source_families", "source_problem"]
 
 
 @dataclass(frozen=True)
@@ -33,10 +34,43 @@ class AgentFacts:
 
 
 def exposition(agent: AgentFacts, *, channels: Mapping[str, FileChannel], writability: Writability,
-               registry: MetricsRegistry, sources: Mapping[str, Source]) -> str:
+               registry: MetricsRegistry, sources: Mapping[str, Source],
+               sink_groups: Mapping[str, SinkGroup] | None = None) -> str:
     """The text of one ``/metrics`` scrape: every family, in a stable order."""
     families = agent_families(agent) + channel_families(channels) + writability.families()
-    return render(families + registry.families() + source_families(sources))
+    return render(families + registry.families() + source_families(sources) + sink_families(sink_groups or {}))
+
+
+_SINK_COUNTERS = (
+    ("batches", "Batches the downstream agent acknowledged (duplicates included)."),
+    ("events", "Events the downstream agent acknowledged (stored by this put, or by one whose ack was lost)."),
+    ("duplicate_batches", "Batches the downstream agent already held (a redelivery after a lost ack)."),
+    ("failures", "Failed puts (each rolled back locally and retried)."),
+    ("in_doubt_failures", "Failed puts that may have been stored: retried on the same sink only."),
+)
+
+
+def sink_families(groups: Mapping[str, SinkGroup]) -> list[Family]:
+    """Per forward sink (label ``sink``, and ``group``): counters, ack latency, penalty; per group:
+    events dropped as looping."""
+    families: list[Family] = []
+    sinks = [(name, sink) for name, group in groups.items() for sink in group.sinks]
+    stats = {sink.name: sink.stats() for _g, sink in sinks}
+    for key, help_text in _SINK_COUNTERS:
+        metric = f"ingest_sink_{key}_total"
+        families.append((metric, "counter", help_text, [Sample(metric, {"sink": s.name, "group": g},
+                                                               float(stats[s.name][key])) for g, s in sinks]))
+    families.append(("ingest_sink_ack_seconds", "histogram", "From sending a batch to the downstream agent's ack "
+                     "(its durable commit).", [x for g, s in sinks for x in s.ack_histogram().samples(
+                         "ingest_sink_ack_seconds", {"sink": s.name, "group": g})]))
+    families.append(("ingest_sink_penalty_seconds", "gauge", "Seconds until a failed sink is tried again (0: ready).",
+                     [Sample("ingest_sink_penalty_seconds", {"sink": s.name, "group": g},
+                             float(stats[s.name]["penalty_seconds_left"])) for g, s in sinks]))
+    families.append(("ingest_sink_group_dropped_looping_total", "counter", "Events dropped because their hop "
+                     "counter reached max_hops (a forwarding loop).",
+                     [Sample("ingest_sink_group_dropped_looping_total", {"group": g},
+                             float(group.stats()["dropped_looping"])) for g, group in groups.items()]))
+    return families
 
 
 def agent_families(agent: AgentFacts) -> list[Family]:

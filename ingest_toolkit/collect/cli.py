@@ -15,7 +15,9 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any
@@ -177,11 +179,14 @@ def agent_command(conf_path: Path, log_level: str | None, check: bool) -> None:
               help="Unencrypted private key (PEM) of --tls-cert.")
 @click.option("--retries", default=5, show_default=True, type=click.IntRange(0, 100),
               help="Retries of a batch on a transient error (agent unreachable, channel full).")
+@click.option("--window", default=4, show_default=True, type=click.IntRange(1, 64),
+              help="Batches in flight on the ordered put stream: the next ones travel while the agent commits "
+                   "one. Events are stored in the order of the input either way.")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 @verbose_option
 def send_command(files: tuple[Path, ...], address: str, ports_file: Path | None, channel: str | None,
                  batch_size: int, batch_prefix: str | None, headers: tuple[str, ...], token_env: str | None,
-                 tls_ca: Path | None, tls_cert: Path | None, tls_key: Path | None, retries: int,
+                 tls_ca: Path | None, tls_cert: Path | None, tls_key: Path | None, retries: int, window: int,
                  as_json: bool) -> None:
     """Send the lines of FILES (or of stdin) to an agent, one event per line (newline removed)."""
     token = _token(token_env)
@@ -193,10 +198,9 @@ def send_command(files: tuple[Path, ...], address: str, ports_file: Path | None,
 
     header_map = _headers(headers)
     sender = _Sender(resolve, token=token, tls=tls, channel=channel, retries=retries,
-                     prefix=batch_prefix or f"send-{uuid.uuid4().hex}")
+                     prefix=batch_prefix or f"send-{uuid.uuid4().hex}", window=window)
     try:
-        for batch in _batches(files, batch_size, header_map):
-            sender.send(batch)
+        sender.send_all(_batches(files, batch_size, header_map))
     except IngestError as err:
         counts = sender.counts
         raise click.ClickException(
@@ -288,10 +292,10 @@ class _Sender:
     """Puts batches with ids ``<prefix>-<n>``; a transient failure retries the same id (safe)."""
 
     def __init__(self, resolve: Callable[[], str], *, token: str | None, tls: _Tls,
-                 channel: str | None, retries: int, prefix: str) -> None:
+                 channel: str | None, retries: int, prefix: str, window: int = 4) -> None:
         from ..rpc.client import AgentClient
 
-        self.prefix, self._channel, self._retries = prefix, channel, retries
+        self.prefix, self._channel, self._retries, self._window = prefix, channel, retries, window
         self._resolve = resolve
         self._connect: Callable[[str], AgentClient] = lambda address: AgentClient(
             address, token=token, tls_ca=tls.ca, tls_cert=tls.cert, tls_key=tls.key)
@@ -299,9 +303,37 @@ class _Sender:
         self._client = self._connect(self.address)
         self.counts = {"batches": 0, "events": 0, "accepted": 0, "duplicate_batches": 0, "duplicate_events": 0}
 
-    def send(self, batch: EventColumns) -> None:
-        batch_id = f"{self.prefix}-{self.counts['batches']}"
-        ack = self._put(batch, batch_id)
+    def send_all(self, batches: Iterable[EventColumns]) -> None:
+        """Put ``batches`` on one ordered stream (``window`` in flight). After a transient failure
+        the batches not yet acknowledged are sent again, with their ids, on a new stream."""
+        numbered = ((f"{self.prefix}-{n}", batch) for n, batch in enumerate(batches))
+        pending: deque[tuple[str, EventColumns]] = deque()  # sent, not acknowledged, oldest first
+
+        def fresh() -> Iterator[tuple[EventColumns, str]]:
+            for batch_id, batch in numbered:
+                pending.append((batch_id, batch))
+                yield batch, batch_id
+
+        attempt = 0
+        while True:
+            replay = [(batch, batch_id) for batch_id, batch in list(pending)]
+            try:
+                for ack in self._client.put_stream(chain(replay, fresh()), channel=self._channel,
+                                                   window=self._window):
+                    self._count(pending.popleft()[1], ack)
+                    attempt = 0  # progress: a later failure gets the full number of retries
+                return
+            except TransientError as err:
+                if attempt == self._retries:
+                    raise
+                delay = min(0.2 * 2 ** attempt, 5.0)
+                first = pending[0][0] if pending else f"{self.prefix}-{self.counts['batches']}"
+                click.echo(f"batch {first}: {err}; retrying in {delay:.1f}s", err=True)
+                time.sleep(delay)
+                self._reconnect()
+                attempt += 1
+
+    def _count(self, batch: EventColumns, ack: Any) -> None:
         self.counts["batches"] += 1
         self.counts["events"] += len(batch)
         if ack.duplicate:
@@ -309,19 +341,6 @@ class _Sender:
             self.counts["duplicate_events"] += ack.accepted
         else:
             self.counts["accepted"] += ack.accepted
-
-    def _put(self, batch: EventColumns, batch_id: str) -> Any:
-        for attempt in range(self._retries + 1):
-            try:
-                return self._client.put_columns(batch, channel=self._channel, batch_id=batch_id)
-            except TransientError as err:
-                if attempt == self._retries:
-                    raise
-                delay = min(0.2 * 2 ** attempt, 5.0)
-                click.echo(f"batch {batch_id}: {err}; retrying in {delay:.1f}s", err=True)
-                time.sleep(delay)
-                self._reconnect()
-        raise AssertionError("unreachable")
 
     def _reconnect(self) -> None:
         try:

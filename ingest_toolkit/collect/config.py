@@ -39,13 +39,14 @@ from ..security import SecuritySettings
 from ..settings import invalid_settings, problem_message
 from .interceptors import InterceptorSettings, build_interceptors
 from .selectors import build_selector
+from .sinks.settings import ForwardSinkSettings, SinkGroupSettings
 from .sources.base import SourceSettings
 from .sources.spool_settings import SpoolDirSettings
 
 __all__ = ["AdminSettings", "AgentConfig", "AgentSettings", "GrpcSettings", "load_agent_config"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_TABLES = ("agent", "channels", "sources")
+_TABLES = ("agent", "channels", "sources", "sinks", "sink_groups")
 _ENV_PREFIX = "INGEST_"
 
 
@@ -111,6 +112,11 @@ class AgentConfig(BaseModel):
     agent: AgentSettings
     channels: dict[str, ChannelConfig]
     sources: dict[str, SourceSettings]
+    sinks: dict[str, ForwardSinkSettings] = Field(default_factory=dict)
+    sink_groups: dict[str, SinkGroupSettings] = Field(default_factory=dict)
+
+    def sink_state_dir(self) -> Path:
+        return self.agent.state_dir / "sinks"
 
     def source_state_dir(self, name: str) -> Path:
         return self.agent.state_dir / "sources" / name
@@ -130,14 +136,17 @@ def load_agent_config(path: str | os.PathLike[str], *, environ: Mapping[str, str
             problems.append((key, f"unknown table (expected one of: {', '.join(_TABLES)})"))
     core = _validate_core(document, base, problems)
     sources = _validate_sources(document.get("sources", {}), base, problems)
+    sinks, groups = _validate_sinks(document, base, problems)
     if core is not None:
         _cross_check(core, sources, problems)
+        _check_sinks(core, sinks, groups, problems)
         _check_directories(core, sources, base, problems)
     if problems:
         raise invalid_settings("agent configuration", problems, source=path, env=from_env, environ=environ)
     assert core is not None  # no problems means the core validated
     agent = _absolute(core.agent, base)
-    return AgentConfig(path=path.absolute(), agent=agent, channels=core.channels, sources=sources)
+    return AgentConfig(path=path.absolute(), agent=agent, channels=core.channels, sources=sources, sinks=sinks,
+                       sink_groups=groups)
 
 
 # -- reading and overrides --------------------------------------------------------------------
@@ -196,7 +205,7 @@ def _resolved_channels(channels: object, base: Path) -> object:
     for name, table in channels.items():
         if isinstance(table, dict):
             table = dict(table)
-            for key in ("checkpoint_dir", "encryption_key_file"):  # paths relative to the configuration
+            for key in ("checkpoint_dir", "backup_checkpoint_dir", "encryption_key_file"):  # relative paths
                 if isinstance(table.get(key), str):
                     table[key] = str(base / table[key])
             if isinstance(table.get("data_dirs"), list):
@@ -232,6 +241,62 @@ def _validate_sources(sources: object, base: Path, problems: list[tuple[str, str
     return built
 
 
+def _validate_sinks(document: dict[str, Any], base: Path, problems: list[tuple[str, str]]
+                    ) -> tuple[dict[str, ForwardSinkSettings], dict[str, SinkGroupSettings]]:
+    sinks: dict[str, ForwardSinkSettings] = {}
+    groups: dict[str, SinkGroupSettings] = {}
+    for table, model, out in (("sinks", ForwardSinkSettings, sinks), ("sink_groups", SinkGroupSettings, groups)):
+        raw = document.get(table, {})
+        if not isinstance(raw, dict):
+            problems.append((table, f"must be a table of [{table}.<name>] tables"))
+            continue
+        for name, settings in raw.items():
+            prefix = f"{table}.{name}"
+            if not _NAME.match(name):
+                problems.append((prefix, "names may hold letters, digits, '_', '.', '-' (at most 64)"))
+            if not isinstance(settings, dict):
+                problems.append((prefix, "must be a table"))
+                continue
+            if table == "sinks" and settings.get("type") != "forward":
+                problems.append((f"{prefix}.type", f"unknown sink type {settings.get('type')!r} (one of: forward)"))
+                continue
+            try:
+                out[name] = _absolute(model.model_validate(settings), base)
+            except ValidationError as err:
+                problems.extend((f"{prefix}.{k}", m) for k, m in _problems(err, settings))
+    return sinks, groups
+
+
+def _check_sinks(core: _Core, sinks: Mapping[str, ForwardSinkSettings], groups: Mapping[str, SinkGroupSettings],
+                 problems: list[tuple[str, str]]) -> None:
+    """Sinks name known channels; a group's sinks exist, belong to no other group and share one
+    channel and one batch shape; a channel is emptied by one group at most (the forwarding batch
+    ids need the group to be its channel's only consumer)."""
+    known = sorted(core.channels)
+    for name, sink in sinks.items():
+        _check_names(f"sinks.{name}.channel", [sink.channel], known, problems)
+    owner: dict[str, str] = {}
+    for name, group in groups.items():
+        for member in group.sinks:
+            if member not in sinks:
+                problems.append((f"sink_groups.{name}.sinks", f"unknown sink {member!r} (defined: "
+                                 f"{', '.join(sorted(sinks)) or 'none'})"))
+            elif member in owner:
+                problems.append((f"sink_groups.{name}.sinks", f"sink {member} is also in group {owner[member]}"))
+            owner.setdefault(member, name)
+        members = [sinks[s] for s in group.sinks if s in sinks]
+        shapes = {(m.channel, m.batch_size, m.linger, m.hop_header, m.max_hops) for m in members}
+        if len(shapes) > 1:
+            problems.append((f"sink_groups.{name}.sinks", "the sinks of a group must have the same channel, "
+                             "batch_size, linger, hop_header and max_hops (the group takes the batches)"))
+    consumers: dict[str, str] = {}
+    for name, sink in sinks.items():
+        group_name = owner.get(name, name)
+        if consumers.setdefault(sink.channel, group_name) != group_name:
+            problems.append((f"sinks.{name}.channel", f"channel {sink.channel} is already emptied by sink group "
+                             f"{consumers[sink.channel]}: put both sinks in one [sink_groups.<name>] table"))
+
+
 def _cross_check(core: _Core, sources: Mapping[str, SourceSettings], problems: list[tuple[str, str]]) -> None:
     known = sorted(core.channels)
     for name in [*core.channels, *sources]:
@@ -255,7 +320,9 @@ def _check_directories(core: _Core, sources: Mapping[str, SourceSettings], base:
     owners: dict[str, str] = {}
     channel_dirs = [(f"channels.{name}.{key}", directory) for name, channel in core.channels.items()
                     for key, directory in [("checkpoint_dir", channel.checkpoint_dir),
-                                           *(("data_dirs", d) for d in channel.data_dirs)]]
+                                           *(("data_dirs", d) for d in channel.data_dirs),
+                                           *([("backup_checkpoint_dir", channel.backup_checkpoint_dir)]
+                                             if channel.backup_checkpoint_dir else [])]]
     for key, directory in channel_dirs:
         real = os.path.realpath(directory)
         if real in owners:

@@ -16,6 +16,10 @@ channel's lock. Metric families::
     ingest_remote_commit_seconds (histogram: the commit of a remote take transaction)    {channel}
     ingest_source_up / ingest_source_errors_total                                         {source}
     ingest_source_stat                         {source,stat}  (numeric values of Source.stats())
+    ingest_sink_batches_total / _events_total / _duplicate_batches_total             {sink,group}
+    ingest_sink_failures_total / _in_doubt_failures_total                            {sink,group}
+    ingest_sink_ack_seconds (histogram) / ingest_sink_penalty_seconds (gauge)        {sink,group}
+    ingest_sink_group_dropped_looping_total                                               {group}
 
 A pipeline is one source (named like it) or ``grpc`` for remote puts.
 """

@@ -28,6 +28,8 @@ def directory_problems(config: AgentConfig) -> list[tuple[str, str]]:
     for name, channel in config.channels.items():
         targets.append((f"channels.{name}.checkpoint_dir", Path(channel.checkpoint_dir)))
         targets += [(f"channels.{name}.data_dirs", Path(d)) for d in channel.data_dirs]
+        if channel.backup_checkpoint_dir:
+            targets.append((f"channels.{name}.backup_checkpoint_dir", Path(channel.backup_checkpoint_dir)))
     for name, source in config.sources.items():
         if isinstance(source, SpoolDirSettings):  # completed files are renamed or deleted there
             targets.append((f"sources.{name}.dir", source.dir))

@@ -1,13 +1,16 @@
 """What an orchestrator runs, without the orchestrator: landing, curation, the sensor's decision, checks.
 
-Dagster (``dagster_defs``) and any other orchestrator adapt these functions; none of them holds
-pipeline logic of its own, so a fix lands in every one at once. Nothing here imports an
-orchestrator, and pyspark is imported only inside the functions that start or use a session.
+Dagster (``ingest_toolkit.dagster``), Airflow (``ingest_toolkit.airflow``) and any other orchestrator adapt
+these functions; none of them holds pipeline logic of its own, so a fix lands in every one at once.
+Nothing here imports an orchestrator, and pyspark is imported only inside the functions that start
+or use a session.
 
 * :mod:`.settings`: the channels to orchestrate (:class:`ChannelSpec`) and the thresholds
-  (:class:`OrchestrationSettings`, the ``[dagster]`` table);
+  (:class:`OrchestrationSettings`: the ``[orchestrate]`` table, ``[dagster]`` on top);
 * :mod:`.landing`: a landing run of one channel (:func:`land`) and its summary;
-* :mod:`.curation`: one curated partition built from the landed hours (:func:`build_curated_partition`);
+* :mod:`.curation`: one curated partition built from the landed hours (:func:`build_curated_partition`),
+  the hourly partitions of an orchestrator's interval (:func:`hourly_windows`);
+* :mod:`.spark`: the Spark session of one task, started only when needed (:func:`task_spark`);
 * :mod:`.backlog`: when to land (:func:`evaluate_landing`, :func:`decide`) and when to drain;
 * the checks, each returning a :class:`Verdict` (passed, severity, description, metadata,
   runbook link): :mod:`.channel_checks`, :mod:`.log_presence` (channel health) and
@@ -36,11 +39,18 @@ from .channel_checks import (
     missing_directory,
     refcounts_match_recount,
 )
-from .curation import CuratedResult, build_curated_partition, hour_of_landed_dir
+from .curation import CuratedResult, build_curated_partition, hour_of_landed_dir, hourly_windows
 from .data_checks import curated_no_duplicate_event_ids, landed_no_duplicate_event_ids, landed_reconciles
 from .landing import agent_status, agent_token, channel_route, land, landing_lines, landing_metadata
 from .log_presence import referenced_logs_intact
-from .settings import ChannelSpec, OrchestrationSettings, load_channel_specs, load_orchestration_settings
+from .settings import (
+    ChannelSpec,
+    OrchestrationSettings,
+    channel_spec,
+    load_channel_specs,
+    load_orchestration_settings,
+)
+from .spark import task_spark
 from .verdict import (
     CHECKS,
     SEVERITIES,
@@ -57,8 +67,9 @@ from .verdict import (
 __all__ = ["CHECKS", "SEVERITIES", "ChannelSpec", "ChannelState", "CheckInfo", "CuratedResult", "Decision",
            "DrainDecision", "LandingTick", "OrchestrationSettings", "PathValue", "PreviousRun", "RunOutcome",
            "SensorCursor", "Severity", "TextValue", "UrlValue", "Verdict", "agent_status", "agent_token",
-           "backlog_below_capacity", "build_curated_partition", "channel_route", "check_description",
+           "backlog_below_capacity", "build_curated_partition", "channel_route", "channel_spec", "check_description",
            "checkpoint_fresh", "curated_no_duplicate_event_ids", "decide", "drain_decision", "drained_logs_deleted",
-           "evaluate_landing", "hour_of_landed_dir", "land", "landed_no_duplicate_event_ids", "landed_reconciles",
+           "evaluate_landing", "hour_of_landed_dir", "hourly_windows", "land", "landed_no_duplicate_event_ids",
+           "landed_reconciles",
            "landing_lines", "landing_metadata", "load_channel_specs", "load_orchestration_settings",
-           "missing_directory", "referenced_logs_intact", "refcounts_match_recount", "runbook_ref"]
+           "missing_directory", "referenced_logs_intact", "refcounts_match_recount", "runbook_ref", "task_spark"]

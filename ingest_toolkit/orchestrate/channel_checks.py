@@ -18,11 +18,11 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..channel.checkpoint import Checkpoint, CheckpointInvalid, load_checkpoint, read_checkpoint_meta
+from ..channel.checkpoint import CheckpointInvalid, read_checkpoint_meta
 from ..channel.tools.common import ChannelDirs, lock_state, segments_of
+from ..channel.tools.health import LiveCheckpoint, load_live_checkpoint
 from ..channel.tools.refcounts import deletion_floor, recount
 from .settings import ChannelSpec, OrchestrationSettings
 from .verdict import Verdict, verdict
@@ -31,33 +31,6 @@ __all__ = ["LiveCheckpoint", "backlog_below_capacity", "checkpoint_fresh", "drai
            "load_live_checkpoint", "missing_directory", "read_state", "refcounts_match_recount"]
 
 T = TypeVar("T")
-
-_ATTEMPTS = 5
-
-
-@dataclass(frozen=True, slots=True)
-class LiveCheckpoint:
-    checkpoint: Checkpoint
-    attempts: int  # reads needed: more than 1 means a checkpoint was written while we read
-
-
-def load_live_checkpoint(checkpoint_dir: str) -> LiveCheckpoint | None:
-    """Load the current checkpoint of a channel that may be live; None if it has none.
-
-    Raises CheckpointInvalid when the checkpoint stays unreadable over several attempts for a
-    reason other than being replaced while read.
-    """
-    last: CheckpointInvalid | None = None
-    for attempt in range(1, _ATTEMPTS + 1):
-        try:
-            checkpoint = load_checkpoint(checkpoint_dir, None)
-        except CheckpointInvalid as err:
-            last = err
-            time.sleep(0.05 * attempt)  # a checkpoint is being written: let it finish
-            continue
-        return None if checkpoint is None else LiveCheckpoint(checkpoint, attempt)
-    assert last is not None
-    raise last
 
 
 def missing_directory(check: str, spec: ChannelSpec, settings: OrchestrationSettings) -> Verdict | None:
@@ -147,6 +120,14 @@ def drained_logs_deleted(spec: ChannelSpec, settings: OrchestrationSettings, now
         return verdict(name, settings, passed=True, metadata=metadata, description=(
             f"{len(below)} segments below the floor, but the checkpoint is only {age:.0f} s old: "
             "deletion may be in progress"))
+    meta = checkpoint.meta
+    if below and meta.backup_dir and meta.backup_checkpoint_id < meta.checkpoint_id:
+        metadata["backup_checkpoint_id"] = meta.backup_checkpoint_id
+        return verdict(name, settings, passed=False, metadata=metadata, description=(
+            f"{len(below)} drained log files below the deletion floor log-{floor} are kept for the backup copy "
+            f"#{meta.backup_checkpoint_id or 'none'} in {meta.backup_dir}, older than checkpoint "
+            f"#{meta.checkpoint_id}: "
+            "backup copies are failing (see the agent's log); the disk fills until one succeeds"))
     return verdict(name, settings, passed=not below, metadata=metadata, description=(
         f"{len(below)} drained log files below the deletion floor log-{floor} were not deleted" if below
         else f"no drained log file below the deletion floor log-{floor}"))

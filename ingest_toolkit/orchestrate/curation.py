@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import pendulum
 
+from ..errors import ConfigError
 from ..land.storage import Location, locate
 from .verdict import PathValue
 
@@ -42,8 +43,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["CuratedResult", "build_curated_partition", "dedupe_earliest", "hour_of_landed_dir", "landed_hour_dirs",
-           "landed_schema", "utc_hours", "curated_metadata"]
+__all__ = ["CuratedResult", "build_curated_partition", "curated_metadata", "dedupe_earliest", "hour_of_landed_dir",
+           "hourly_windows", "landed_hour_dirs", "landed_schema", "utc_hours"]
 
 _PARTITION_COLUMNS = ("event_date", "event_hour")
 _LANDED_DIR = re.compile(r"(?:^|/)event_date=(\d{4}-\d{2}-\d{2})/event_hour=(\d{1,2})/?$")
@@ -92,6 +93,21 @@ def utc_hours(start: datetime, end: datetime) -> list[pendulum.DateTime]:
         hours.append(first)
         first = first.add(hours=1)
     return hours
+
+
+def hourly_windows(start: datetime, end: datetime) -> list[tuple[pendulum.DateTime, pendulum.DateTime]]:
+    """The curated partitions of an orchestrator's interval ``[start, end)``: one hour each, from
+    ``start`` on (an hourly run: one; a daily run or a backfill's range: every hour of it).
+
+    An empty interval, or one that is not a whole number of hours, is a ConfigError: the
+    partitions would overlap or leave gaps (Airflow: schedule with a data-interval timetable)."""
+    first, last = pendulum.instance(start), pendulum.instance(end)
+    seconds = (last - first).total_seconds()
+    if seconds <= 0 or seconds % 3600:
+        raise ConfigError(f"the interval {first.isoformat()} .. {last.isoformat()} is not a whole number of hours "
+                          "(curated partitions are hourly): schedule the curation with an hourly data interval "
+                          "(e.g. CronDataIntervalTimetable('0 * * * *'))", key="schedule")
+    return [(first.add(hours=n), first.add(hours=n + 1)) for n in range(int(seconds // 3600))]
 
 
 def landed_hour_dirs(table: Location, hours: list[pendulum.DateTime]) -> list[Location]:

@@ -15,14 +15,11 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from ..channel import format as fmt
 from ..channel.checkpoint import Checkpoint, read_checkpoint_meta
 from ..channel.tools.common import ChannelDirs, segments_of
+from ..channel.tools.health import Need, needed_segments, segment_problem
 from .channel_checks import LiveCheckpoint, load_live_checkpoint, read_state
 from .settings import ChannelSpec, OrchestrationSettings
 from .verdict import TextValue, Verdict, verdict
@@ -32,57 +29,6 @@ __all__ = ["Need", "needed_segments", "referenced_logs_intact"]
 _CHECK = "referenced_logs_intact"
 
 _ATTEMPTS = 5
-_OFFSET_MASK = 0xFFFFFFFF
-
-
-@dataclass(frozen=True, slots=True)
-class Need:
-    """What the checkpoint needs of one segment: the frame at ``offset`` must be whole (or, for
-    the segment being written, ``min_size`` bytes must be there); ``events`` point into it."""
-
-    log_id: int
-    events: int
-    offset: int | None  # the highest offset an event points at (None: no event, the writer only)
-    min_size: int = 0
-
-
-def needed_segments(checkpoint: Checkpoint) -> dict[int, Need]:
-    """Every segment the checkpoint refers to: by queued, taken and spilled events, and its
-    writer position (``log_id`` / ``log_offset``)."""
-    extra = [p for _txn, pointers in (*checkpoint.takes, *checkpoint.puts) for p in pointers]
-    pointers = np.concatenate([np.frombuffer(checkpoint.queue, dtype=np.int64), np.array(extra, dtype=np.int64)])
-    ids, offsets = pointers >> 32, pointers & _OFFSET_MASK
-    order = np.lexsort((offsets, ids))
-    ids, offsets = ids[order], offsets[order]
-    unique, first, counts = np.unique(ids, return_index=True, return_counts=True)
-    last = offsets[first + counts - 1]  # sorted by offset within each log id: the highest
-    needs = {int(i): Need(int(i), int(n), int(o)) for i, n, o in zip(unique, counts, last, strict=True)}
-    meta = checkpoint.meta
-    if meta.log_id:  # the segment being written at the checkpoint reaches at least log_offset
-        known = needs.get(meta.log_id, Need(meta.log_id, 0, None))
-        needs[meta.log_id] = Need(meta.log_id, known.events, known.offset, meta.log_offset)
-    return needs
-
-
-def _problem(need: Need, path: str | None) -> str | None:
-    if path is None:
-        return "missing"
-    size = os.path.getsize(path)
-    if size < need.min_size:
-        return f"truncated: {size:,} bytes, the checkpoint's write position is byte {need.min_size:,}"
-    if need.offset is None:
-        return None
-    with open(path, "rb") as f:
-        f.seek(need.offset)
-        head = f.read(fmt.FRAME_HEADER.size)
-    if len(head) < fmt.FRAME_HEADER.size:
-        return f"truncated: {size:,} bytes, an event's frame starts at byte {need.offset:,}"
-    magic, _kind, _flags, length, _txn, _seq = fmt.FRAME_HEADER.unpack(head)
-    if magic != fmt.FRAME_MAGIC:
-        return f"no frame where an event points (byte {need.offset:,}): the file was replaced or overwritten"
-    if size < need.offset + length:
-        return f"truncated: {size:,} bytes, an event's frame ends at byte {need.offset + length:,}"
-    return None
 
 
 def _damage(needs: Iterable[Need], spec: ChannelSpec) -> dict[str, tuple[Need, str]]:
@@ -91,7 +37,7 @@ def _damage(needs: Iterable[Need], spec: ChannelSpec) -> dict[str, tuple[Need, s
     found = {}
     for need in needs:
         path = present.get(need.log_id)
-        problem = _problem(need, path)
+        problem = segment_problem(need, path)
         if problem is not None:
             found[path or os.path.join(dirs[need.log_id % len(dirs)], f"log-{need.log_id}")] = (need, problem)
     return found

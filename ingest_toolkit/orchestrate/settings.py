@@ -1,13 +1,19 @@
-"""Orchestration settings: what an orchestrator's definitions (Dagster's in ``dagster_defs``) are built from.
+"""Orchestration settings: what an orchestrator's definitions (Dagster's in ``ingest_toolkit.dagster``, the
+Airflow operators of ``ingest_toolkit.airflow``) are built from.
 
-Three sources, all read when the definitions load (``dg dev``, ``dagster dev``, tests):
+Three sources, all read when the definitions load (``dg dev``, ``dagster dev``, tests) or, under
+Airflow, when a task runs:
 
 * ``conf/agent.toml`` ``[channels.<name>]``: the channels to orchestrate (one landing asset,
   sensor, schedule, curated asset and set of checks per channel) and their directories;
 * ``conf/landing.toml``: landing and Spark settings (read by :mod:`ingest_toolkit.land`);
-* the optional ``[dagster]`` table of ``conf/dagster.toml`` (thresholds, schedule, partitions,
-  check tolerances). Every key has a default, so the file may be absent; any key can be
-  overridden from the environment as ``INGEST_DAGSTER__<KEY>``.
+* the thresholds, schedule, partitions and check tolerances (:class:`OrchestrationSettings`):
+  the optional ``[orchestrate]`` table of ``conf/orchestrate.toml``, the home every orchestrator
+  reads, and the optional ``[dagster]`` table of ``conf/dagster.toml``, read on top of it (a key
+  set in both takes the ``[dagster]`` value: a Dagster deployment's file keeps working, and an
+  Airflow sensor beside it uses the very thresholds of the Dagster sensor). Every key has a
+  default, so both files may be absent; any key can be overridden from the environment as
+  ``INGEST_ORCHESTRATE__<KEY>`` or ``INGEST_DAGSTER__<KEY>`` (each applies to its table).
 
 The directory holding these files is ``INGEST_CONF_DIR`` (default ``conf``, relative to the
 current directory, which is the repository root for ``dg dev``).
@@ -22,9 +28,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ..errors import ConfigError
 from ..settings import env_overrides, env_variables, invalid_settings, load_table, validation_problems
 
-__all__ = ["ChannelSpec", "OrchestrationSettings", "conf_dir", "load_channel_specs", "load_orchestration_settings"]
+__all__ = ["ChannelSpec", "OrchestrationSettings", "channel_spec", "conf_dir", "load_channel_specs",
+           "load_orchestration_settings"]
+
+
+NEUTRAL_FILE, NEUTRAL_TABLE = "orchestrate.toml", "orchestrate"
 
 
 def conf_dir() -> Path:
@@ -47,7 +58,7 @@ class ChannelSpec(BaseModel):
 
 
 class OrchestrationSettings(BaseModel):
-    """The ``[dagster]`` table. Thresholds apply to every channel."""
+    """The ``[orchestrate]`` / ``[dagster]`` tables. Thresholds apply to every channel."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -87,21 +98,27 @@ class OrchestrationSettings(BaseModel):
         return value
 
 
-def load_orchestration_settings(path: Path | None = None) -> OrchestrationSettings:
-    """``[dagster]`` of ``path`` (default ``<conf dir>/dagster.toml``) with environment overrides."""
-    path = path or conf_dir() / "dagster.toml"
-    values: dict[str, Any]
-    if path.exists():
-        values = load_table(path, "dagster")
-    else:
-        values = env_overrides("dagster")
-    defaults_from_dir = {"agent_conf": str(conf_dir() / "agent.toml"), "landing_conf": str(conf_dir() / "landing.toml")}
+def load_orchestration_settings(path: Path | None = None, *, directory: Path | None = None) -> OrchestrationSettings:
+    """``[orchestrate]`` of ``<conf dir>/orchestrate.toml``, then ``[dagster]`` of ``path`` (default
+    ``<conf dir>/dagster.toml``) on top, each with its environment overrides (module docstring).
+    ``directory``: the configuration directory (default :func:`conf_dir`)."""
+    base = directory if directory is not None else conf_dir()
+    tables = [(NEUTRAL_TABLE, base / NEUTRAL_FILE), ("dagster", path or base / "dagster.toml")]
+    values: dict[str, Any] = {}
+    origin: dict[str, tuple[str, Path | None]] = {}
+    for table, source in tables:
+        found = load_table(source, table) if source.exists() else env_overrides(table)
+        values.update(found)
+        origin.update((key, (table, source if source.exists() else None)) for key in found)
+    defaults_from_dir = {"agent_conf": str(base / "agent.toml"), "landing_conf": str(base / "landing.toml")}
     try:
         return OrchestrationSettings(**{**defaults_from_dir, **values})
     except ValidationError as err:
-        problems = [(f"dagster.{key}", msg) for key, msg in validation_problems(err)]
-        raise invalid_settings("[dagster] settings", problems, source=path if path.exists() else None,
-                               env=env_variables("dagster")) from None
+        problems = [(f"{origin.get(key, ('dagster', None))[0]}.{key}", msg) for key, msg in validation_problems(err)]
+        first = problems[0][0].partition(".")[2] if problems else ""
+        env = {**env_variables(NEUTRAL_TABLE), **env_variables("dagster")}
+        raise invalid_settings("orchestration settings", problems, source=origin.get(first, ("dagster", None))[1],
+                               env=env) from None
 
 
 def load_channel_specs(agent_conf: str | Path) -> list[ChannelSpec]:
@@ -120,3 +137,13 @@ def load_channel_specs(agent_conf: str | Path) -> list[ChannelSpec]:
                         capacity=channel.capacity, checkpoint_interval=channel.checkpoint_interval,
                         settings=channel.model_dump(), agent_conf=str(agent_conf))
             for name, channel in config.channels.items()]
+
+
+def channel_spec(agent_conf: str | Path, name: str) -> ChannelSpec:
+    """The :class:`ChannelSpec` of channel ``name``; ConfigError naming the file and its channels
+    when it has no ``[channels.<name>]`` table."""
+    specs = {spec.name: spec for spec in load_channel_specs(agent_conf)}
+    if name not in specs:
+        raise ConfigError(f"{agent_conf} has no [channels.{name}] table; its channels: "
+                          f"{', '.join(specs) or 'none'}", key=f"channels.{name}")
+    return specs[name]

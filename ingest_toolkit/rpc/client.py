@@ -13,14 +13,15 @@ channel handles a remote one the same way.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
 from ..channel import Event, EventColumns, TxnState
-from ..errors import TransactionError
+from ..errors import IngestError, TransactionError
 from ..handoff import take_within_capacity
 from ..security import CLIENT_TLS_NAMES, PathArg, load_client_tls
 from .adapter import RemoteChannel
@@ -115,14 +116,16 @@ class AgentClient:
     ConfigError naming the parameter (or what ``tls_names`` calls it: ``{"ca", "cert", "key"}`` ->
     the caller's setting names). ``tls_server_name`` overrides the name checked against the
     agent's certificate. ``max_message_bytes`` must not exceed the agent's: requests larger than
-    it are refused here, before they are sent.
+    it are refused here, before they are sent. ``channel_options``: more gRPC channel arguments
+    (e.g. ``grpc.max_reconnect_backoff_ms``), placed before the client's own.
     """
 
     def __init__(self, address: str, *, token: str | None = None, tls_ca: PathArg | None = None,
                  tls_cert: PathArg | None = None, tls_key: PathArg | None = None,
                  tls_server_name: str | None = None, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 timeout: float = 60.0, tls_names: Mapping[str, str] = CLIENT_TLS_NAMES) -> None:
-        options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", -1),
+                 timeout: float = 60.0, tls_names: Mapping[str, str] = CLIENT_TLS_NAMES,
+                 channel_options: Sequence[tuple[str, Any]] = ()) -> None:
+        options: list[tuple[str, Any]] = [*channel_options,("grpc.max_receive_message_length", -1),
                                           ("grpc.max_send_message_length", -1),
                                           # pings find a vanished agent under an idle open transaction
                                           ("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 10_000),
@@ -164,15 +167,76 @@ class AgentClient:
         event on this side, and the same message on the wire."""
         request = pb.PutRequest(channel=channel or "", batch_id=batch_id or "")
         fill_put_columns(request.events, columns)
-        if sum(map(len, columns.bodies)) + 2 * len(columns) >= self.max_message_bytes // 2:
-            size = request.ByteSize()
-            if size > self.max_message_bytes:
-                raise RequestTooLargeError(size=size, limit=self.max_message_bytes)
+        self._check_columns_size(request, columns)
         try:
             ack = self._stub.Put(request, metadata=self._metadata, timeout=self.timeout)
         except grpc.RpcError as err:
             raise from_rpc_error(err, what="put") from None
         return PutAck(ack.accepted, ack.duplicate, tuple(ack.channels))
+
+    def put_stream(self, batches: Iterable[tuple[EventColumns, str | None]], *, channel: str | None = None,
+                   window: int = 4) -> Iterator[PutAck]:
+        """Put many ``(columns, batch_id)`` batches on one stream, in order: yields one ack per
+        batch, in the order sent, each after the agent committed that batch (as :meth:`put_columns`).
+
+        Up to ``window`` batches are in flight, so the transfer and decoding of the next batches
+        overlap the agent's commit of the current one, and the order of the commits is the order
+        of ``batches`` (several clients putting at once interleave by batch, as with ``put``).
+        ``batches`` is read lazily, from gRPC's sending thread, and no longer once this generator
+        has ended (a caller may go on reading the same iterator). A failure raises as
+        :meth:`put_columns` does after the acks before it: those batches are stored; the failing
+        one and any sent after it are not, unless the connection itself broke (then some may be:
+        retry them with the same batch ids, which the agent stores once). A batch that cannot be
+        sent (too large, header columns that disagree) raises after the acks of the batches
+        before it, and nothing after it is sent.
+        """
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
+        slots, done, reading = threading.Semaphore(window), threading.Event(), threading.Lock()
+        refused: list[IngestError] = []
+        source = iter(batches)
+
+        def requests() -> Iterator[pb.PutRequest]:
+            while True:
+                with reading:  # held while ``batches`` is read: see the end of put_stream
+                    if done.is_set():
+                        return
+                    try:
+                        columns, batch_id = next(source)
+                    except StopIteration:
+                        return
+                request = pb.PutRequest(channel=channel or "", batch_id=batch_id or "")
+                try:
+                    fill_put_columns(request.events, columns)
+                    self._check_columns_size(request, columns)
+                except IngestError as err:
+                    refused.append(err)
+                    return  # half-closes the stream: the agent acks what was sent, then it ends
+                while not slots.acquire(timeout=0.1):
+                    if done.is_set():
+                        return
+                yield request
+
+        call = self._stub.PutStream(requests(), metadata=self._metadata)
+        try:
+            for ack in call:
+                slots.release()
+                yield PutAck(ack.accepted, ack.duplicate, tuple(ack.channels))
+        except grpc.RpcError as err:
+            raise from_rpc_error(err, what="put stream") from None
+        finally:
+            done.set()
+            call.cancel()  # a no-op once the stream ended; stops it when the caller stopped reading
+            with reading:  # gRPC's sending thread reads ``batches`` no more once this returns
+                pass
+        if refused:
+            raise refused[0]
+
+    def _check_columns_size(self, request: pb.PutRequest, columns: EventColumns) -> None:
+        if sum(map(len, columns.bodies)) + 2 * len(columns) >= self.max_message_bytes // 2:
+            size = request.ByteSize()
+            if size > self.max_message_bytes:
+                raise RequestTooLargeError(size=size, limit=self.max_message_bytes)
 
     # -- takes ----------------------------------------------------------------------------
     def open_take(self, channel: str, max_events: int, lease_seconds: float = 0.0) -> RemoteTake:

@@ -91,6 +91,9 @@ def _add_service(service: AgentService, server: grpc.Server) -> None:
     handlers = {
         "Put": grpc.unary_unary_rpc_method_handler(
             service.Put, request_deserializer=lenient(pb.PutRequest), response_serializer=pb.PutAck.SerializeToString),
+        "PutStream": grpc.stream_stream_rpc_method_handler(
+            service.PutStream, request_deserializer=lenient(pb.PutRequest),
+            response_serializer=pb.PutAck.SerializeToString),
         "Transaction": grpc.stream_stream_rpc_method_handler(
             service.Transaction, request_deserializer=lenient(pb.TxnRequest),
             response_serializer=pb.TxnResponse.SerializeToString),

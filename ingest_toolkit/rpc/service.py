@@ -29,6 +29,7 @@ import grpc
 
 from ..channel import EventColumns, FileChannel, TxnKind, TxnState
 from ..channel.checkpoint import read_checkpoint_meta
+from ..channel.tools.health import observe_channel
 from ..errors import CheckpointInvalid, IngestError
 from ..security import bearer_ok
 from .edge import check_put, check_status, check_txn_request
@@ -90,6 +91,17 @@ class AgentService(pb_grpc.AgentServicer):
     def Put(self, request: pb.PutRequest | InvalidRequestError,  # noqa: N802
             context: grpc.ServicerContext) -> pb.PutAck:
         self._authorize(context, "Put")
+        return self._put(request, context)
+
+    def PutStream(self, requests: Iterator[pb.PutRequest | InvalidRequestError],  # noqa: N802
+                  context: grpc.ServicerContext) -> Iterator[pb.PutAck]:
+        """Each batch committed and acknowledged before the next is read: the order of the
+        stream is the order of the commits. The first failure ends the stream (``_put`` aborts)."""
+        self._authorize(context, "PutStream")
+        for request in requests:
+            yield self._put(request, context)
+
+    def _put(self, request: pb.PutRequest | InvalidRequestError, context: grpc.ServicerContext) -> pb.PutAck:
         what = "put" if isinstance(request, InvalidRequestError) else (
             f"put into {request.channel or 'the default pipeline'}")
         try:
@@ -114,7 +126,11 @@ class AgentService(pb_grpc.AgentServicer):
         return pb.StatusReply(status_json=json.dumps(status, default=str))
 
     def status(self, name: str) -> dict[str, Any]:
-        """``checkpoint.meta`` as last written, the live counters, and the remote transactions."""
+        """``checkpoint.meta`` as last written (``checkpoint``: the parsed view with ages;
+        ``checkpoint_meta``: every field of the file), the segment health the channel checks judge
+        (``segments``: reference recount, drained logs, missing or cut segments; see
+        :func:`~ingest_toolkit.channel.tools.health.channel_health`), the live counters, and the
+        remote transactions."""
         channel = self._channel(name)
         try:
             info = read_checkpoint_meta(channel.config.checkpoint_dir)
@@ -128,9 +144,10 @@ class AgentService(pb_grpc.AgentServicer):
                           "backlog_age_seconds": info.backlog_age_seconds(now)}
         live = channel.stats()
         live["log_files"] = {str(k): v for k, v in live["log_files"].items()}
+        observed = observe_channel(channel.config.checkpoint_dir, channel.config.data_dirs)
         return {"channel": name, "channel_id": channel.channel_id.hex(), "queue_size": len(channel),
                 "checkpoint": checkpoint, "live": live, "remote_transactions": self.leases.stats(),
-                **({"checkpoint_error": problem} if problem else {})}
+                **observed, **({"checkpoint_error": problem} if problem else {})}
 
     # -- Transaction ----------------------------------------------------------------------
     def Transaction(self, requests: Iterator[pb.TxnRequest | InvalidRequestError],  # noqa: N802

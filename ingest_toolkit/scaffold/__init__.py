@@ -7,6 +7,11 @@ into this package and kept identical to them by a test), the Dagster instance fi
 files name, all relative to DIR. Every path in them is relative to DIR, so each command's
 default (``--conf conf/agent.toml``, ``conf/landing.toml``) works when run from there.
 
+It also writes an empty Dagster project (``dg.toml`` and the package ``orchestration`` with its
+``defs/`` folder, :data:`PROJECT_FILES`): with the ``[dagster]`` extra, ``dg scaffold defs
+ingest_toolkit.dagster.IngestChannelComponent events`` adds the channel's instance to it and
+``dg dev`` serves it, from DIR.
+
 It overwrites nothing: when any file it would write exists, it stops with one line naming it
 and writes nothing at all.
 """
@@ -21,7 +26,7 @@ from pathlib import Path
 
 import click
 
-__all__ = ["SCAFFOLD_FILES", "Scaffold", "init_command", "plan_scaffold", "write_scaffold"]
+__all__ = ["PROJECT_FILES", "SCAFFOLD_FILES", "Scaffold", "init_command", "plan_scaffold", "write_scaffold"]
 
 # Target (relative to DIR) -> the shipped file it is written from (this package's conf/).
 SCAFFOLD_FILES: dict[str, str] = {
@@ -30,6 +35,35 @@ SCAFFOLD_FILES: dict[str, str] = {
     "conf/dagster.toml": "dagster.toml",
     "conf/dagster.yaml": "dagster.yaml",
     "var/dagster/dagster.yaml": "dagster.yaml",  # the instance: DAGSTER_HOME=$PWD/var/dagster
+}
+# The Dagster project (target -> content): no instance yet; `dg scaffold defs` adds one per channel.
+PROJECT_FILES: dict[str, str] = {
+    "dg.toml": """\
+# The Dagster project of this directory, for `dg` (pip install 'ingest-toolkit[dagster]'). Its
+# definitions are the component instances under orchestration/defs/, one per channel:
+#   dg scaffold defs ingest_toolkit.dagster.IngestChannelComponent events   (writes its defs.yaml)
+#   dg check defs                                                           (validates them)
+#   DAGSTER_HOME=$PWD/var/dagster dg dev                                    (the UI)
+directory_type = "project"
+
+[project]
+root_module = "orchestration"
+code_location_name = "ingest"
+""",
+    "orchestration/__init__.py": '"""The Dagster project of this directory (dg.toml)."""\n',
+    "orchestration/definitions.py": """\
+\"\"\"The code location: every component instance under defs/ (one per channel).\"\"\"
+
+from pathlib import Path
+
+import dagster as dg
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
+""",
+    "orchestration/defs/__init__.py": "",
 }
 _HEADER = ("# Written by `ingest-toolkit init` (ingest-toolkit {version}). Paths are relative to the directory "
            "holding conf/:\n# run every command from there.\n")
@@ -103,6 +137,7 @@ def _named_directories(files: dict[str, str]) -> list[str]:
 def plan_scaffold(root: Path) -> Scaffold:
     """The files and directories ``init`` writes under ``root`` (nothing is written)."""
     files = {target: _render(source, _template(source)) for target, source in SCAFFOLD_FILES.items()}
+    files.update(PROJECT_FILES)
     return Scaffold(root=root, files=files, directories=_named_directories(files))
 
 
@@ -140,6 +175,9 @@ def _next_steps(root: Path) -> list[str]:
             "ingest-toolkit channel inspect --channel events    # what the channel holds",
             "pip install 'ingest-toolkit[spark]'                # the landing runs Spark (Java 17 on the PATH)",
             "ingest-toolkit land --channel events --drain       # Parquet under var/landing/events",
+            "pip install 'ingest-toolkit[dagster]'              # or land through Dagster, a component per channel:",
+            "dg scaffold defs ingest_toolkit.dagster.IngestChannelComponent events",
+            "DAGSTER_HOME=$PWD/var/dagster dg dev               # the UI: sensors, schedule, checks",
             "kill %1                                            # stop the agent (SIGTERM)"]
 
 

@@ -1,7 +1,7 @@
 """``ingest-toolkit`` with the extras' packages made uninstallable: the core install, simulated.
 
 Run as ``python blocked_cli.py ARGS...``. A meta path finder refuses every module of an extra
-(Spark, Arrow, numpy, pandas, Dagster) as if it were not installed, and appends each refused name
+(Spark, Arrow, numpy, pandas, Dagster, Airflow) as if it were not installed, and appends each refused name
 to the file named by ``INGEST_TEST_BLOCKED_LOG`` (when set), so a test sees even an attempt that
 the code caught and survived.
 """
@@ -16,7 +16,8 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 
 BLOCKED = frozenset({"pyspark", "py4j", "pyarrow", "numpy", "pandas", "dagster", "dagster_webserver",
-                     "dagster_dg_cli", "dagster_shared", "dagster_pipes", "dagster_defs", "pendulum", "tomlkit"})
+                     "dagster_dg_cli", "dagster_shared", "dagster_pipes", "dagster_defs", "pendulum", "tomlkit",
+                     "airflow"})
 
 
 class RefuseExtras(importlib.abc.MetaPathFinder):

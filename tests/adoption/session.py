@@ -22,9 +22,9 @@ EPHEMERAL_PORTS = {"INGEST_AGENT__GRPC__PORT": "0", "INGEST_AGENT__ADMIN__PORT":
 
 
 def run(cli: list[str], args: list[str], cwd: Path, env: dict[str, str], *, input: str | None = None,
-        check: bool = True) -> subprocess.CompletedProcess[str]:
+        check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     done = subprocess.run([*cli, *args], cwd=cwd, env=env, input=input, capture_output=True, text=True,
-                          timeout=60)
+                          timeout=timeout)
     if check and done.returncode != 0:
         raise AssertionError(f"{' '.join(args)} exited with {done.returncode}:\n{done.stdout}\n{done.stderr}")
     return done

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from ingest_toolkit.cli import main
 from ingest_toolkit.collect.config import load_agent_config
 from ingest_toolkit.land.config import load_landing_config
-from ingest_toolkit.scaffold import SCAFFOLD_FILES
+from ingest_toolkit.scaffold import PROJECT_FILES, SCAFFOLD_FILES
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO / "ingest_toolkit" / "scaffold" / "conf"
@@ -51,6 +51,9 @@ def test_init_writes_the_shipped_settings_and_the_directories_they_name(tmp_path
     for directory in ("var/agent", "var/channels/events/checkpoint", "var/channels/events/data", "var/spool",
                       "var/landing", "var/curated", "var/dagster"):
         assert (root / directory).is_dir(), directory
+    for target, text in PROJECT_FILES.items():  # the empty Dagster project `dg scaffold defs` adds to
+        assert (root / target).read_text() == text, target
+    assert tomllib.loads((root / "dg.toml").read_text())["project"]["root_module"] == "orchestration"
     assert f"cd {root}" in output and "ingest-toolkit agent --conf conf/agent.toml" in output
     assert "pip install 'ingest-toolkit[spark]'" in output
 
@@ -67,9 +70,10 @@ def test_the_generated_settings_load_from_the_directory(tmp_path: Path, monkeypa
     assert result.exit_code == 0, result.output
 
 
-@pytest.mark.parametrize("existing", ["conf/landing.toml", "var/dagster/dagster.yaml"])
+@pytest.mark.parametrize("existing", ["conf/landing.toml", "var/dagster/dagster.yaml", "dg.toml",
+                                      "orchestration/definitions.py"])
 def test_init_refuses_to_overwrite_and_writes_nothing(tmp_path: Path, existing: str) -> None:
-    (tmp_path / existing).parent.mkdir(parents=True)
+    (tmp_path / existing).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / existing).write_text("mine\n")
     before = _tree(tmp_path)
     code, output = _init(str(tmp_path))

@@ -37,6 +37,8 @@ def _error(tmp_path: Path, text: str, **env: str) -> ConfigError:
         _load(tmp_path, text, **env)
     return info.value
 
+WITH_BACKUP = 'checkpoint_dir = "ch/events/cp"\nbackup_checkpoint_dir = "bk"'
+
 
 def test_the_shipped_local_configuration_is_valid() -> None:
     config = load_agent_config(REPO / "conf" / "agent.toml", environ={})
@@ -48,8 +50,10 @@ def test_the_shipped_local_configuration_is_valid() -> None:
 def test_relative_paths_are_resolved_against_the_working_directory(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    config = load_agent_config(_write(tmp_path, BASE), environ={})
+    text = BASE.replace('checkpoint_dir = "ch/events/cp"', WITH_BACKUP)
+    config = load_agent_config(_write(tmp_path, text), environ={})
     assert config.channels["events"].data_dirs == [str(tmp_path / "ch/events/data")]
+    assert config.channels["events"].backup_checkpoint_dir == str(tmp_path / "bk")
     assert config.agent.state_dir == tmp_path / "state"
     assert config.agent.ports_path == tmp_path / "state" / "ports.json"
     assert config.sources["spool"].dir == tmp_path / "spool"  # type: ignore[attr-defined]
@@ -75,10 +79,13 @@ def test_environment_overrides_nested_keys(tmp_path: Path) -> None:
      "unknown channel 'evnets'"),
     (lambda t: t + "[channels.other]\ncheckpoint_dir = 'x'\ndata_dirs = ['ch/events/data']\n",
      "channels.other.data_dirs", "also used by channels.events"),
+    (lambda t: t.replace('checkpoint_dir = "ch/events/cp"', WITH_BACKUP)
+     + "[channels.other]\ncheckpoint_dir = 'x'\ndata_dirs = ['y']\nbackup_checkpoint_dir = 'bk'\n",
+     "channels.other.backup_checkpoint_dir", "also used by channels.events"),
     (lambda t: t.replace('type = "spool_dir"', 'type = "ftp"'), "sources.spool.type", "unknown source type 'ftp'"),
     (lambda t: t.replace("[agent]", "[agent]\nlog_format = 'xml'"), "agent.log_format", "input should be"),
     (lambda t: t.replace("[agent]", "[agent.grpc]\nport = 70000\n[agent]"), "agent.grpc.port", "65535"),
-    (lambda t: t + "[sinks.x]\n", "sinks", "unknown table"),
+    (lambda t: t + "[pipes.x]\n", "pipes", "unknown table"),
     (lambda t: t.replace('channels = ["events"]', 'channels = ["events"]\ninterceptors = [{type = "host", x = 1}]'),
      "sources.spool.interceptors.0.x", "unknown key"),
     (lambda t: t.replace('channels = ["events"]',

@@ -20,11 +20,17 @@ docstring) plus:
 
 so the parent can aim its SIGKILL at a checkpoint and knows whether one was cut short.
 With ``--wait-go`` the child imports everything, then waits for ``go <start>`` on stdin.
+
+With ``--backup-dir`` the channel keeps a backup copy of its checkpoints there; every file
+operation the copy makes in that directory is announced first (``BKUP <op> <file name>``) and
+then delayed by ``--backup-delay`` seconds, so the parent can kill the child at a chosen step of
+the copy (it dies during the delay, before the announced operation).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import time
@@ -36,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import crash_child  # type: ignore[import-not-found,unused-ignore]  # noqa: E402  (the sibling module)
 
 from ingest_toolkit.channel import FileChannel  # noqa: E402
+from ingest_toolkit.channel.fs import File, OsFileSystem  # noqa: E402
 from ingest_toolkit.errors import ChannelLockedError  # noqa: E402
 
 say = crash_child.say
@@ -46,6 +53,53 @@ def channel_settings(checkpoint_dir: str, data_dirs: Sequence[str], interval: fl
     settings: dict[str, Any] = crash_child.channel_settings(checkpoint_dir, data_dirs, "fsync")
     settings["checkpoint_interval"] = interval
     return settings
+
+
+class AnnouncedFile:
+    """A file of the backup directory: each write and sync is announced, then delayed."""
+
+    def __init__(self, fs: BackupAnnouncingFileSystem, real: File) -> None:
+        self._fs, self._real, self.path = fs, real, real.path
+
+    def pwrite(self, data: bytes | memoryview, offset: int) -> None:
+        self._fs.announce("pwrite", self.path)
+        self._real.pwrite(data, offset)
+
+    def sync(self) -> None:
+        self._fs.announce("sync", self.path)
+        self._real.sync()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+class BackupAnnouncingFileSystem(OsFileSystem):
+    """The real file system; operations that change the backup directory are announced first."""
+
+    def __init__(self, backup_dir: str, delay: float) -> None:
+        self.backup_dir, self.delay = os.path.abspath(backup_dir), delay
+
+    def announce(self, op: str, path: str) -> None:
+        if os.path.abspath(os.path.dirname(path)) == self.backup_dir or os.path.abspath(path) == self.backup_dir:
+            say(f"BKUP {op} {os.path.basename(path)}")
+            time.sleep(self.delay)
+
+    def create(self, path: str) -> File:
+        self.announce("create", path)
+        real = super().create(path)
+        return AnnouncedFile(self, real) if os.path.abspath(os.path.dirname(path)) == self.backup_dir else real
+
+    def rename(self, src: str, dst: str) -> None:
+        self.announce("rename", dst)
+        super().rename(src, dst)
+
+    def unlink(self, path: str) -> None:
+        self.announce("unlink", path)
+        super().unlink(path)
+
+    def sync_dir(self, path: str) -> None:
+        self.announce("sync_dir", path)
+        super().sync_dir(path)
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -60,6 +114,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--wait-go", action="store_true",
                         help="before opening, wait for 'go <start>' on stdin (overrides --start)")
     parser.add_argument("--max-seconds", type=float, default=60.0, help="exit after this long")
+    parser.add_argument("--backup-dir", default=None, help="keep a backup copy of each checkpoint here")
+    parser.add_argument("--backup-delay", type=float, default=0.0,
+                        help="announce each file operation of the backup copy, then wait this long")
     return parser.parse_args(argv)
 
 
@@ -72,7 +129,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.start = int(words[1])
     say("OPENING")
     try:
-        channel = FileChannel(**channel_settings(args.checkpoint_dir, args.data_dirs, args.interval))
+        settings = channel_settings(args.checkpoint_dir, args.data_dirs, args.interval)
+        if args.backup_dir:
+            settings["backup_checkpoint_dir"] = args.backup_dir
+            settings["fs"] = BackupAnnouncingFileSystem(args.backup_dir, args.backup_delay)
+        channel = FileChannel(**settings)
     except ChannelLockedError as err:
         say(f"LOCKED {err.holder}")
         return 3

@@ -108,6 +108,7 @@ class ChildLog:
         self.commits = 0
         self.checkpoints = 0  # checkpoint_child only: explicit checkpoint() calls completed
         self.in_checkpoint = False  # the last line was "CKPT begin": killed inside checkpoint()
+        self.backup_ops = 0  # "BKUP" lines: file operations of backup copies announced
 
     def apply(self, line: str) -> None:
         word, *args = line.split()
@@ -120,6 +121,8 @@ class ChildLog:
         elif word == "CKPT":
             self.in_checkpoint = args[0] == "begin"
             self.checkpoints += args[0] == "done"
+        elif word == "BKUP":
+            self.backup_ops += 1  # checkpoint_child --backup-dir: a step of the backup copy
         else:
             assert word == "OPENING", f"child reported {line!r}"
 

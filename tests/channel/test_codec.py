@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest_toolkit.channel import codec
+from ingest_toolkit.channel import codec, transaction
 from ingest_toolkit.channel import format as fmt
 from ingest_toolkit.channel.codec import (
     Event,
@@ -18,6 +18,7 @@ from ingest_toolkit.channel.codec import (
     decode_puts,
     decode_take,
     encode_put,
+    encode_puts_columns,
     encode_take,
 )
 from ingest_toolkit.channel.proto import channel_pb2 as pb
@@ -89,6 +90,37 @@ def test_decode_puts_equals_decoding_one_by_one(events: list[tuple[bytes, dict[s
     assert len(columns.header_counts) == len(events) and sum(columns.header_counts) == len(columns.header_keys)
     assert columns.has_headers() == any(h for _, h in events)
     assert EventColumns.of(columns.events()) == columns
+
+
+repeated_headers = st.dictionaries(st.sampled_from(["host", "source", "", "ключ", "k" * 130]),
+                                   st.sampled_from(["web-1", "app", "", "значение ✓", "v" * 128]), max_size=3)
+
+
+@given(st.lists(st.tuples(st.binary(max_size=300), st.one_of(headers, long_headers, repeated_headers)), max_size=40))
+def test_batch_encoders_write_what_encode_put_writes_event_by_event(
+        events: list[tuple[bytes, dict[str, str]]]) -> None:
+    # The channel's put paths encode each distinct header once per batch: the same bytes as
+    # encode_put per event, long headers (protobuf's bytes) mixed in anywhere.
+    expected = [encode_put(body, hdrs) for body, hdrs in events]
+    columns = EventColumns.of([Event(body, hdrs) for body, hdrs in events])
+    assert encode_puts_columns(columns.bodies, columns.header_counts, columns.header_keys,
+                               columns.header_values) == expected
+    assert transaction._payloads([Event(body, hdrs) for body, hdrs in events]) == expected
+    assert transaction._column_payloads(columns) == expected
+
+
+def test_batch_encoders_fail_on_invalid_headers_as_protobuf_does() -> None:
+    for bad in ({"k": 1}, {2: "v"}, {"k": "\ud800"}, {"k": ["unhashable"]}):
+        with pytest.raises(Exception) as theirs:
+            pb.Put(body=b"x", headers=bad).SerializeToString()  # type: ignore[arg-type]
+        batch = [Event(b"a", {"host": "web-1"}), Event(b"x", bad)]  # type: ignore[arg-type]
+        with pytest.raises(Exception) as ours:
+            transaction._payloads(batch)
+        assert type(ours.value) is type(theirs.value)
+        columns = EventColumns.of(batch)
+        with pytest.raises(Exception) as ours:
+            transaction._column_payloads(columns)
+        assert type(ours.value) is type(theirs.value)
 
 
 def test_decode_puts_lines_up_foreign_payloads_by_decoding_them_one_by_one() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 
 from hypothesis import given
@@ -40,3 +41,50 @@ def test_memory_stays_within_16_bytes_per_pointer() -> None:
         queue.extend(list(range(10_000)))
     assert len(queue) == 1_000_000
     assert queue.nbytes / len(queue) <= 16
+
+
+@given(pointers, ops, ops)
+def test_a_frozen_queue_reads_what_it_held_while_the_queue_changes(start: list[int], before: list[tuple[str, object]],
+                                                                     after: list[tuple[str, object]]) -> None:
+    """freeze() lends the ring without copying; whatever the live queue does afterwards (appends
+    that wrap around, rollbacks over lent slots, growth), the lent view keeps its contents."""
+    queue, model = PointerQueue(start), deque(start)
+    _apply(queue, model, before)
+    frozen, held = queue.freeze(), list(model)
+    _apply(queue, model, after)
+    assert b"".join(bytes(part) for part in frozen.parts()) == array("Q", held).tobytes()
+    assert len(frozen) == len(held) and frozen.head() == (held[0] if held else 0)
+    frozen.release()
+    assert list(queue) == list(model)
+    queue.freeze().release()  # one lender at a time, again after a release
+
+
+def _apply(queue: PointerQueue, model: deque[int], sequence: list[tuple[str, object]]) -> None:
+    for op, arg in sequence:
+        if op == "extend":
+            queue.extend(arg)  # type: ignore[arg-type]
+            model.extend(arg)  # type: ignore[arg-type]
+        elif op == "extendleft":
+            queue.extendleft(arg)  # type: ignore[arg-type]
+            model.extendleft(reversed(arg))  # type: ignore[call-overload]
+        else:
+            n = min(arg, len(model))  # type: ignore[call-overload]
+            assert queue.popleft(arg) == [model.popleft() for _ in range(n)]  # type: ignore[arg-type]
+
+
+def test_lending_copies_only_when_a_lent_slot_would_change() -> None:
+    """A checkpoint's lent queue costs no copy for appends, takes, or the rollback of the latest
+    take (the same pointers back in the same slots); a different rollback copies the ring once."""
+    queue = PointerQueue(range(4000))  # a ring of 4096 slots
+    assert queue.popleft(3000) == list(range(3000))
+    frozen = queue.freeze()  # slots 3000..3999
+    lent = queue._buf
+    queue.extend(list(range(4000, 4500)))  # wraps around to slots 0..403, none of them lent
+    taken = queue.popleft(300)
+    queue.extendleft(taken)  # rolled back: the same values in the same slots
+    assert queue._buf is lent
+    queue.popleft(10)
+    queue.extendleft([7] * 10)  # other pointers over lent slots: the live queue moves to a copy
+    assert queue._buf is not lent
+    assert array("Q", b"".join(bytes(p) for p in frozen.parts())).tolist() == list(range(3000, 4000))
+    frozen.release()

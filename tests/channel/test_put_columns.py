@@ -24,6 +24,16 @@ def test_column_payloads_are_the_bytes_put_many_writes(events: list[Event]) -> N
     assert _column_payloads(EventColumns.of(events)) == _payloads(events)
 
 
+_ONE_HEADER = st.lists(st.builds(lambda n, fill, key, value: Event(bytes([fill]) * n, {key: value}),
+                                 _SIZES, st.integers(0, 255), st.sampled_from(["ingest.hops", "k" * 200]),
+                                 st.sampled_from(["1", "2", "v" * 130])), min_size=1, max_size=12)
+
+
+@given(_ONE_HEADER)
+def test_column_payloads_of_events_with_one_header_each_are_the_bytes_put_many_writes(events: list[Event]) -> None:
+    assert _column_payloads(EventColumns.of(events)) == _payloads(events)  # a forwarded batch's shape
+
+
 @settings(max_examples=25)
 @given(_EVENTS)
 def test_put_columns_stores_the_same_events_in_order(tmp_path_factory: pytest.TempPathFactory,

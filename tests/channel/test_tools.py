@@ -137,10 +137,11 @@ def newest_segment(root: Path) -> Path:
 
 # -- inspect ------------------------------------------------------------------------------
 INSPECT_KEYS = {"format", "checkpoint_dir", "data_dirs", "channel_id", "owner", "checkpoint", "checkpoint_problem",
-                "logs", "log_files", "log_bytes", "problems"}
+                "logs", "log_files", "log_bytes", "problems", "backup"}
 CHECKPOINT_KEYS = {"path", "checkpoint_id", "written_unix_ns", "age_seconds", "interval_seconds", "queue_size",
                    "inflight_takes", "inflight_puts", "capacity", "fill_percent", "last_seq", "backlog_age_seconds",
-                   "oldest_commit_unix_ns", "log_position", "puts_committed", "takes_committed", "log_bytes"}
+                   "oldest_commit_unix_ns", "log_position", "puts_committed", "takes_committed", "log_bytes",
+                   "backup_checkpoint_id"}
 LOG_KEYS = {"log_id", "path", "size", "sealed", "data_end", "frames", "first_seq", "last_seq", "refcount", "problem",
             "key_id"}
 

@@ -10,6 +10,7 @@ from pydantic import TypeAdapter, ValidationError
 from ingest_toolkit.collect.sources import (
     SOURCE_TYPES,
     AnySourceSettings,
+    ExecSource,
     HttpSource,
     SpoolDirSource,
     TailSource,
@@ -28,13 +29,14 @@ def test_every_type_builds_from_a_config_table(tmp_path: Path, make_channel: Cha
                   "interceptors": [{"type": "timestamp"}], "selector": {"optional": []}},
         "tail": {"type": "tail", "paths": [str(tmp_path / "*.log")], "channels": ["ch"]},
         "web": {"type": "http", "channels": ["ch"], "port": 0},
+        "cmd": {"type": "exec", "channels": ["ch"], "command": ["true"], "restart": False},
     }
     pipeline = simple_pipeline(make_channel())
     adapter: TypeAdapter[object] = TypeAdapter(AnySourceSettings)
     built = {name: build_source(name, adapter.validate_python(t), pipeline, tmp_path / "state" / name)  # type: ignore[arg-type]
              for name, t in tables.items()}
-    assert [type(s) for s in built.values()] == [SpoolDirSource, TailSource, HttpSource]
-    assert set(SOURCE_TYPES) == {"spool_dir", "tail", "http"}
+    assert [type(s) for s in built.values()] == [SpoolDirSource, TailSource, HttpSource, ExecSource]
+    assert set(SOURCE_TYPES) == {"spool_dir", "tail", "http", "exec"}
     for source in built.values():
         source.start()
     for source in built.values():

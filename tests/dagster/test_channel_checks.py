@@ -9,10 +9,10 @@ from pathlib import Path
 
 import dagster as dg
 
-from dagster_defs.factory import build_definitions
-from dagster_defs.naming import channel_key, checks_job_name
 from ingest_toolkit.channel import tools
 from ingest_toolkit.channel.checkpoint import CHECKPOINT_META, decode_meta
+from ingest_toolkit.dagster.factory import build_definitions
+from ingest_toolkit.dagster.naming import channel_key, checks_job_name
 from ingest_toolkit.orchestrate.verdict import SEVERITIES
 
 from .helpers import Setup, events_at, fill, make_setup
@@ -113,7 +113,7 @@ def test_landed_reconciles_fails_with_the_reason_when_the_agent_does_not_answer(
 def test_a_verdict_becomes_the_check_result_the_ui_showed(tmp_path: Path) -> None:
     """Severity, description and metadata types as before the checks moved out of dagster_defs:
     text stays text (not plotted), paths and links stay paths and links."""
-    from dagster_defs.metadata import asset_check_result
+    from ingest_toolkit.dagster.metadata import asset_check_result
     from ingest_toolkit.orchestrate.verdict import PathValue, TextValue, verdict
 
     settings = make_setup(tmp_path, runbook_url="https://runbook.example/ops.md").settings

@@ -10,14 +10,14 @@ import dagster as dg
 import pendulum
 from dagster._utils.schedules import cron_string_iterator  # the schedule's own tick iterator
 
-from dagster_defs.curated import partition_keys_for_hours
 from dagster_defs.demo_pipeline import landed_partition_keys
-from dagster_defs.factory import build_definitions
-from dagster_defs.naming import curated_sensor_name, landed_key
-from dagster_defs.partitions import hourly_partitions
-from dagster_defs.settings import OrchestrationSettings
+from ingest_toolkit.dagster.curated import partition_keys_for_hours
+from ingest_toolkit.dagster.factory import build_definitions
+from ingest_toolkit.dagster.naming import curated_sensor_name, landed_key
+from ingest_toolkit.dagster.partitions import hourly_partitions
 from ingest_toolkit.land.storage import locate
 from ingest_toolkit.orchestrate.curation import hour_of_landed_dir, landed_hour_dirs, utc_hours
+from ingest_toolkit.orchestrate.settings import OrchestrationSettings
 
 from .helpers import make_setup
 

@@ -166,14 +166,14 @@ def test_a_day_in_operation_on_the_shipped_configuration(tmp_path: Path, monkeyp
 
 
 def _dagster_day(address: str, agent_pid: int, live: Path) -> None:
-    """The landing asset, the curated partitions it fed and every check, through the Definitions of
-    conf/ (the environment overrides apply as they do under ``dg dev``)."""
+    """The landing asset, the curated partitions it fed and every check, through the code location
+    (its component instance over conf/; the environment overrides apply as they do under ``dg dev``)."""
+    from dagster_defs.definitions import defs as load_defs
     from dagster_defs.demo_pipeline import landed_partition_keys
-    from dagster_defs.factory import definitions_from_conf
-    from dagster_defs.naming import checks_job_name, curated_job_name, landed_key, landing_op_name
-    from dagster_defs.settings import load_orchestration_settings
+    from ingest_toolkit.dagster.naming import checks_job_name, curated_job_name, landed_key, landing_op_name
+    from ingest_toolkit.orchestrate.settings import load_orchestration_settings
 
-    defs = definitions_from_conf()
+    defs = load_defs()
     with dg.instance_for_test() as instance:
         result = dg.materialize([defs.get_assets_def(landed_key("events"))], instance=instance,
                                 resources=defs.resources)

@@ -17,10 +17,10 @@ import dagster as dg
 import pyarrow.parquet as pq
 import pytest
 
-from dagster_defs.factory import build_definitions
-from dagster_defs.instance import ensure_pool_limits, pool_limit, write_instance_yaml
-from dagster_defs.naming import curated_key, curated_sensor_name
 from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
+from ingest_toolkit.dagster.factory import build_definitions
+from ingest_toolkit.dagster.instance import ensure_pool_limits, pool_limit, write_instance_yaml
+from ingest_toolkit.dagster.naming import curated_key, curated_sensor_name
 
 from .helpers import events_at, fill, hour_ms, make_setup
 
@@ -28,9 +28,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_repository_definitions_load() -> None:
-    """``dagster_defs.definitions.defs`` over the repository's own conf/ (what `dg dev` loads)."""
-    from dagster_defs.definitions import defs
+    """``dagster_defs.definitions.defs`` over the repository's own conf/ (what `dg dev` loads): a
+    component instance per channel."""
+    from dagster_defs.definitions import defs as load_defs
 
+    defs = load_defs()
     dg.Definitions.validate_loadable(defs)
     keys = {k.to_user_string() for k in defs.resolve_all_asset_keys()}
     assert {"events_channel", "events_landed", "events_curated"} <= keys
@@ -42,7 +44,7 @@ def test_one_set_of_definitions_per_channel(tmp_path: Path) -> None:
     setup = make_setup(tmp_path)
     (setup.conf / "agent.toml").write_text((setup.conf / "agent.toml").read_text() + (
         f'\n[channels."audit.log"]\ncheckpoint_dir = "{tmp_path}/a/cp"\ndata_dirs = ["{tmp_path}/a/data"]\n'))
-    from dagster_defs.channels import load_channel_specs
+    from ingest_toolkit.orchestrate.settings import load_channel_specs
 
     defs = build_definitions(setup.settings, load_channel_specs(setup.conf / "agent.toml"))
     dg.Definitions.validate_loadable(defs)

@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_demo_runs_the_whole_pipeline_through_a_real_agent(tmp_path: Path) -> None:
     shutil.copytree(REPO / "conf", tmp_path / "conf")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("INGEST_", "DAGSTER_HOME"))}
+    env["PYTHONPATH"] = str(REPO)  # dagster_defs is the checkout's project, not installed
     done = subprocess.run([sys.executable, "-m", "dagster_defs.demo", "--files", "3", "--lines", "400"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     output = done.stdout + done.stderr

@@ -10,11 +10,10 @@ from typing import TYPE_CHECKING
 import dagster as dg
 import pytest
 
-from dagster_defs.channels import load_channel_specs
-from dagster_defs.factory import build_definitions
-from dagster_defs.naming import checks_job_name, landed_key, landing_op_name
-from dagster_defs.settings import OrchestrationSettings
 from ingest_toolkit.channel import Event
+from ingest_toolkit.dagster.factory import build_definitions
+from ingest_toolkit.dagster.naming import checks_job_name, landed_key, landing_op_name
+from ingest_toolkit.orchestrate.settings import OrchestrationSettings, load_channel_specs
 from ingest_toolkit.rpc.client import AgentClient
 from tests.agent.harness import AgentProcess, AgentSetup
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from dagster_defs.factory import build_definitions
-from dagster_defs.naming import curated_key, ident, landed_key, landing_job_name
 from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
+from ingest_toolkit.dagster.factory import build_definitions
+from ingest_toolkit.dagster.naming import curated_key, ident, landed_key, landing_job_name
 from ingest_toolkit.orchestrate.backlog import SensorCursor, decide
 
 from .helpers import events_at, fill, make_setup

@@ -16,7 +16,7 @@ from dagster._core.test_utils import create_test_daemon_workspace_context
 from dagster._core.workspace.load_target import ModuleTarget
 from dagster._daemon.sensor import execute_sensor_iteration
 
-from dagster_defs.naming import landing_sensor_name
+from ingest_toolkit.dagster.naming import landing_sensor_name
 
 from .helpers import events_at, fill, make_setup
 

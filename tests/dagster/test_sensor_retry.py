@@ -7,8 +7,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from dagster_defs.factory import build_definitions
-from dagster_defs.naming import ident, landing_job_name
+from ingest_toolkit.dagster.factory import build_definitions
+from ingest_toolkit.dagster.naming import ident, landing_job_name
 
 from .helpers import events_at, fill, make_setup
 

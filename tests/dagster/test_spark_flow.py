@@ -13,9 +13,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dagster_defs.factory import build_definitions
-from dagster_defs.instance import write_instance_yaml
-from dagster_defs.naming import (
+from ingest_toolkit.channel import Event
+from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
+from ingest_toolkit.dagster.factory import build_definitions
+from ingest_toolkit.dagster.instance import write_instance_yaml
+from ingest_toolkit.dagster.naming import (
     checks_job_name,
     curated_key,
     curated_op_name,
@@ -23,8 +25,6 @@ from dagster_defs.naming import (
     landed_key,
     landing_op_name,
 )
-from ingest_toolkit.channel import Event
-from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
 from ingest_toolkit.land.batches import build_table, event_id
 from ingest_toolkit.orchestrate.curation import build_curated_partition
 

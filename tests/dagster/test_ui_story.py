@@ -8,9 +8,15 @@ from pathlib import Path
 import dagster as dg
 import pendulum
 
-from dagster_defs.factory import build_definitions, build_resources
-from dagster_defs.naming import channel_key, curated_key, curated_sensor_name, landed_key, observer_sensor_name
-from dagster_defs.partitions import resolve_start
+from ingest_toolkit.dagster.factory import build_definitions, build_resources
+from ingest_toolkit.dagster.naming import (
+    channel_key,
+    curated_key,
+    curated_sensor_name,
+    landed_key,
+    observer_sensor_name,
+)
+from ingest_toolkit.dagster.partitions import resolve_start
 from ingest_toolkit.land.storage import locate
 
 from .helpers import events_at, fill, make_setup
@@ -128,8 +134,8 @@ def test_the_landing_resource_shows_the_effective_values(tmp_path: Path) -> None
     landing_toml = (setup.conf / "landing.toml").read_text()
     with_agent = landing_toml.replace("[landing]\n", '[landing]\nagent = "127.0.0.1:7431"\n')
     (setup.conf / "landing.toml").write_text(with_agent)
-    resources = build_resources(setup.settings)
-    landing, spark = resources["landing"], resources["spark"]
+    resources = build_resources(setup.settings, setup.spec)
+    landing, spark = resources["landing_events"], resources["spark_events"]
     assert landing.root == (tmp_path / "landing").as_uri()  # type: ignore[attr-defined]
     assert landing.agent == "127.0.0.1:7431"  # type: ignore[attr-defined]
     assert spark.master == "local[2]"  # type: ignore[attr-defined]
@@ -141,7 +147,7 @@ def test_a_remote_landing_root_starts_today_without_touching_it(tmp_path: Path, 
     "dlopen(... libjvm.so) failed" lines. A remote root is not listed: the start is today."""
     setup = make_setup(tmp_path)
     (setup.conf / "landing.toml").write_text('[landing]\nroot = "hdfs://127.0.0.1:1/landing"\n')
-    caplog.set_level("INFO", logger="dagster_defs.partitions")
+    caplog.set_level("INFO", logger="ingest_toolkit.dagster.partitions")
     defs = build_definitions(setup.settings, [setup.spec])
     keys = defs.resolve_assets_def(curated_key("events")).partitions_def.get_partition_keys()  # type: ignore[union-attr]
     assert keys[0] == pendulum.now("UTC").start_of("day").format("YYYY-MM-DD-HH:mm")

@@ -11,9 +11,16 @@ from typing import TYPE_CHECKING
 import dagster as dg
 import pytest
 
-from dagster_defs.factory import build_definitions
-from dagster_defs.naming import checks_job_name, curated_key, curated_op_name, ident, landing_job_name, landing_op_name
 from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
+from ingest_toolkit.dagster.factory import build_definitions
+from ingest_toolkit.dagster.naming import (
+    checks_job_name,
+    curated_key,
+    curated_op_name,
+    ident,
+    landing_job_name,
+    landing_op_name,
+)
 from ingest_toolkit.hdfs import MiniHdfs
 
 from ..dagster.helpers import events_at, fill, hour_ms, make_setup

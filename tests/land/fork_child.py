@@ -20,7 +20,6 @@ import json
 import sys
 import threading
 from collections import Counter
-from typing import Any
 
 
 def _outcome(error: BaseException | str | None) -> str:
@@ -55,16 +54,13 @@ def _cli_starts(count: int, address: str, landing_conf: str, outcomes: Counter[s
 def _dagster_starts(count: int, address: str, landing_conf: str, agent_conf: str, outcomes: Counter[str]) -> None:
     import dagster as dg
 
-    from dagster_defs.channels import load_channel_specs
-    from dagster_defs.factory import build_definitions
-    from dagster_defs.naming import landing_job_name
-    from dagster_defs.resources import CuratedResource, LandingResource, SparkResource
-    from dagster_defs.settings import OrchestrationSettings
+    from ingest_toolkit.dagster.factory import ChannelOptions, build_channel_definitions
+    from ingest_toolkit.dagster.naming import landing_job_name
+    from ingest_toolkit.orchestrate.settings import OrchestrationSettings, load_channel_specs
 
     settings = OrchestrationSettings(agent_conf=agent_conf, landing_conf=landing_conf)
-    resources: dict[str, Any] = {"landing": LandingResource(landing_conf=landing_conf, agent=address),
-                                 "spark": SparkResource(landing_conf=landing_conf), "curated": CuratedResource()}
-    job = build_definitions(settings, load_channel_specs(agent_conf), resources).resolve_job_def(
+    (spec,) = load_channel_specs(agent_conf)
+    job = build_channel_definitions(spec, settings, ChannelOptions(agent=address)).resolve_job_def(
         landing_job_name("events"))
     with dg.DagsterInstance.ephemeral() as instance:
         for _ in range(count):

@@ -84,19 +84,38 @@ class _SlowWrite:
         return None
 
 
+class _UntilRolledBack:
+    """A write lock that holds the Spark write back until the agent has rolled the take back
+    (its lease ran out): the channel holds every event again."""
+
+    def __init__(self, ch: FileChannel, events: int) -> None:
+        self.ch, self.events = ch, events
+
+    def __enter__(self) -> None:
+        deadline = time.monotonic() + 30
+        while len(self.ch) < self.events:
+            assert time.monotonic() < deadline, "the agent never rolled the take back"
+            time.sleep(0.05)
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
 @pytest.mark.parametrize("renew", [True, False])
 def test_a_write_longer_than_the_lease_keeps_its_take_while_renewing(
         tmp_path: Path, agent: tuple[FileChannel, AgentClient], spark: SparkSession, renew: bool) -> None:
+    # The lease leaves room for the take itself on a loaded machine; the write outlasts it
+    # (renewing) or waits until the agent rolled it back (not renewing): no race on timing.
     ch, client = agent
     expected = put_events(ch, make_events(200))
-    source = RemoteSource(client, "events", lease_seconds=0.6)
+    source = RemoteSource(client, "events", lease_seconds=1.5)
     config = landing_config(tmp_path / "landing", lease_renewal_max_seconds=60.0 if renew else 0.0)
     if renew:
-        result = land_once(source, config, spark, write_lock=_SlowWrite(2.0))
+        result = land_once(source, config, spark, write_lock=_SlowWrite(4.0))
         assert result.events == 200 and len(ch) == 0
     else:  # the agent rolled the take back mid-write: the run finds out before its manifest, publishes nothing
         with pytest.raises(LandingError, match="lease") as err:
-            land_once(source, config, spark, write_lock=_SlowWrite(2.0))
+            land_once(source, config, spark, write_lock=_UntilRolledBack(ch, 200))
         assert err.value.phase == "confirming the take's lease" and len(ch) == 200
         assert not (tmp_path / "landing" / "events" / "_manifests").exists()
         retry = land_once(source, config, spark)

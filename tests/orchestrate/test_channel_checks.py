@@ -104,6 +104,27 @@ def test_drained_log_check_fails_on_an_orphaned_segment(tmp_path: Path) -> None:
     assert orphaned and all(os.path.basename(p) in restored for p in orphaned)
 
 
+def test_drained_log_check_names_a_failing_backup_copy_that_keeps_segments(tmp_path: Path) -> None:
+    from ingest_toolkit.channel import FileChannel
+    from tests.channel.faultfs import FaultyFileSystem
+
+    setup = make_setup(tmp_path, drained_log_grace_seconds=0)
+    fs = FaultyFileSystem()
+    channel = FileChannel(fs=fs, **{**setup.spec.settings, "backup_checkpoint_dir": str(tmp_path / "backup")})
+    fill(channel, events_at(600, 0, size=200))
+    channel.checkpoint()  # backed up
+    fs.inject("create", path_pattern=r"/backup/", persistent=True)  # every later copy fails
+    with channel.transaction() as tx:
+        tx.take(600)
+    channel.checkpoint()  # the drained segments stay: the backup still needs them
+    channel.close()
+    result = drained_logs_deleted(setup.spec, setup.settings)
+    assert not result.passed
+    assert "kept for the backup copy" in (result.description or "") and "failing" in (result.description or "")
+    assert result.metadata["backup_checkpoint_id"] < decode_meta(
+        (Path(setup.spec.checkpoint_dir) / CHECKPOINT_META).read_bytes()).checkpoint_id
+
+
 def test_drained_log_check_allows_a_deletion_in_progress_within_the_grace(tmp_path: Path) -> None:
     setup = make_setup(tmp_path, drained_log_grace_seconds=3600)
     channel = setup.open()

@@ -40,6 +40,6 @@ def test_no_orchestrator_and_no_pyspark_is_imported() -> None:
 
 def test_the_blocker_refuses_dagster() -> None:
     """The child's blocker works: an adapter module that needs Dagster fails to import under it."""
-    done = subprocess.run([sys.executable, "-c", _CHILD, "dagster_defs.metadata"], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", _CHILD, "ingest_toolkit.dagster.metadata"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "dagster imported by the orchestration package" in done.stderr

@@ -106,7 +106,7 @@ class SegmentMeta(_message.Message):
     def __init__(self, format_version: _Optional[int] = ..., log_id: _Optional[int] = ..., channel_id: _Optional[bytes] = ..., data_end: _Optional[int] = ..., frames: _Optional[int] = ..., first_seq: _Optional[int] = ..., last_seq: _Optional[int] = ..., sealed_unix_ns: _Optional[int] = ...) -> None: ...
 
 class CheckpointMeta(_message.Message):
-    __slots__ = ("format_version", "channel_id", "checkpoint_id", "last_seq", "queue_size", "queue_head", "log_refcounts", "written_unix_ns", "log_id", "log_offset", "next_txn_id", "queue_file", "queue_bytes", "queue_crc32c", "inflight_file", "inflight_bytes", "inflight_crc32c", "inflight_takes", "inflight_puts", "capacity", "checkpoint_interval_ms", "oldest_commit_unix_ns", "puts_committed", "takes_committed", "log_bytes")
+    __slots__ = ("format_version", "channel_id", "checkpoint_id", "last_seq", "queue_size", "queue_head", "log_refcounts", "written_unix_ns", "log_id", "log_offset", "next_txn_id", "queue_file", "queue_bytes", "queue_crc32c", "inflight_file", "inflight_bytes", "inflight_crc32c", "inflight_takes", "inflight_puts", "capacity", "checkpoint_interval_ms", "oldest_commit_unix_ns", "puts_committed", "takes_committed", "log_bytes", "backup_checkpoint_id", "backup_dir")
     class LogRefcountsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -139,6 +139,8 @@ class CheckpointMeta(_message.Message):
     PUTS_COMMITTED_FIELD_NUMBER: _ClassVar[int]
     TAKES_COMMITTED_FIELD_NUMBER: _ClassVar[int]
     LOG_BYTES_FIELD_NUMBER: _ClassVar[int]
+    BACKUP_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    BACKUP_DIR_FIELD_NUMBER: _ClassVar[int]
     format_version: int
     channel_id: bytes
     checkpoint_id: int
@@ -164,7 +166,9 @@ class CheckpointMeta(_message.Message):
     puts_committed: int
     takes_committed: int
     log_bytes: int
-    def __init__(self, format_version: _Optional[int] = ..., channel_id: _Optional[bytes] = ..., checkpoint_id: _Optional[int] = ..., last_seq: _Optional[int] = ..., queue_size: _Optional[int] = ..., queue_head: _Optional[int] = ..., log_refcounts: _Optional[_Mapping[int, int]] = ..., written_unix_ns: _Optional[int] = ..., log_id: _Optional[int] = ..., log_offset: _Optional[int] = ..., next_txn_id: _Optional[int] = ..., queue_file: _Optional[str] = ..., queue_bytes: _Optional[int] = ..., queue_crc32c: _Optional[int] = ..., inflight_file: _Optional[str] = ..., inflight_bytes: _Optional[int] = ..., inflight_crc32c: _Optional[int] = ..., inflight_takes: _Optional[int] = ..., inflight_puts: _Optional[int] = ..., capacity: _Optional[int] = ..., checkpoint_interval_ms: _Optional[int] = ..., oldest_commit_unix_ns: _Optional[int] = ..., puts_committed: _Optional[int] = ..., takes_committed: _Optional[int] = ..., log_bytes: _Optional[int] = ...) -> None: ...
+    backup_checkpoint_id: int
+    backup_dir: str
+    def __init__(self, format_version: _Optional[int] = ..., channel_id: _Optional[bytes] = ..., checkpoint_id: _Optional[int] = ..., last_seq: _Optional[int] = ..., queue_size: _Optional[int] = ..., queue_head: _Optional[int] = ..., log_refcounts: _Optional[_Mapping[int, int]] = ..., written_unix_ns: _Optional[int] = ..., log_id: _Optional[int] = ..., log_offset: _Optional[int] = ..., next_txn_id: _Optional[int] = ..., queue_file: _Optional[str] = ..., queue_bytes: _Optional[int] = ..., queue_crc32c: _Optional[int] = ..., inflight_file: _Optional[str] = ..., inflight_bytes: _Optional[int] = ..., inflight_crc32c: _Optional[int] = ..., inflight_takes: _Optional[int] = ..., inflight_puts: _Optional[int] = ..., capacity: _Optional[int] = ..., checkpoint_interval_ms: _Optional[int] = ..., oldest_commit_unix_ns: _Optional[int] = ..., puts_committed: _Optional[int] = ..., takes_committed: _Optional[int] = ..., log_bytes: _Optional[int] = ..., backup_checkpoint_id: _Optional[int] = ..., backup_dir: _Optional[str] = ...) -> None: ...
 
 class InflightTxn(_message.Message):
     __slots__ = ("txn_id", "pointers")

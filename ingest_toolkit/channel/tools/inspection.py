@@ -14,13 +14,15 @@ from ..checkpoint import CheckpointInfo, CheckpointInvalid, read_checkpoint_meta
 from ..format import SEGMENT_HEADER_SIZE, FrameError, segment_key
 from ..segment import read_meta
 from .common import ChannelDirs, lock_state, read_channel_id, segments_of
-from .reports import InspectReport, LogFileInfo
+from .reports import BackupInfo, InspectReport, LogFileInfo
 
 __all__ = ["InspectReport", "LogFileInfo", "inspect_channel"]
 
 
-def inspect_channel(checkpoint_dir: str, data_dirs: list[str]) -> InspectReport:
-    """Describe a channel, live or stopped, without taking any lock."""
+def inspect_channel(checkpoint_dir: str, data_dirs: list[str], *, backup_dir: str | None = None) -> InspectReport:
+    """Describe a channel, live or stopped, without taking any lock.
+
+    ``backup_dir``: its ``backup_checkpoint_dir``; by default the one ``checkpoint.meta`` names."""
     dirs = ChannelDirs.of(checkpoint_dir, data_dirs)
     channel_id, id_problem = read_channel_id(dirs.checkpoint_dir)
     locked, holder = lock_state(dirs.checkpoint_dir)
@@ -29,6 +31,9 @@ def inspect_channel(checkpoint_dir: str, data_dirs: list[str]) -> InspectReport:
                            locked, holder, checkpoint, problem)
     if id_problem:
         report.problems.append(id_problem)
+    backup_dir = backup_dir or (checkpoint.backup_dir if checkpoint is not None else "") or None
+    if backup_dir is not None:
+        report.backup = _backup(backup_dir, checkpoint)
     if channel_id is None and checkpoint is not None:
         report.channel_id = checkpoint.channel_id
     refcounts = checkpoint.log_refcounts if checkpoint is not None else None
@@ -44,6 +49,20 @@ def _checkpoint(directory: str) -> tuple[CheckpointInfo | None, str | None]:
         return read_checkpoint_meta(directory), None
     except CheckpointInvalid as err:
         return None, str(err)
+
+
+def _backup(directory: str, checkpoint: CheckpointInfo | None) -> BackupInfo:
+    """What the backup directory holds: read like checkpoint.meta (atomically replaced, no lock)."""
+    try:
+        info = read_checkpoint_meta(directory)
+    except CheckpointInvalid as err:
+        return BackupInfo(directory, None, None, False, f"backup not usable: {err}")
+    except OSError as err:
+        return BackupInfo(directory, None, None, False, f"backup cannot be read: {err}")
+    if info is None:
+        return BackupInfo(directory, None, None, False, "no backup copy yet")
+    current = checkpoint is not None and info.checkpoint_id == checkpoint.checkpoint_id
+    return BackupInfo(directory, info.checkpoint_id, info.written_unix_ns, current)
 
 
 def _log_file(log_id: int, path: str, refcounts: dict[int, int] | None) -> LogFileInfo | None:

@@ -62,8 +62,10 @@ class DeletionFloor:
     needed: frozenset[int]  # segments an event points into (recorded or recounted, spilled puts too)
 
 
-def deletion_floor(checkpoint: Checkpoint, counts: Recount | None = None) -> DeletionFloor:
-    """The floor after ``checkpoint``: ``min(checkpoint log id, every needed segment)``.
+def deletion_floor(checkpoint: Checkpoint, counts: Recount | None = None,
+                   backup_floor: int | None = None) -> DeletionFloor:
+    """The floor after ``checkpoint``: ``min(checkpoint log id, every needed segment)``, and at
+    most ``backup_floor`` (the floor of the backup copy, which keeps what it needs).
 
     A segment counts as needed when either the recorded or the recounted references point into
     it (a disagreement must not make a needed segment look deletable). ``counts``: the recount,
@@ -72,5 +74,7 @@ def deletion_floor(checkpoint: Checkpoint, counts: Recount | None = None) -> Del
     counts = recount(checkpoint) if counts is None else counts
     either = {log_id: 1 for log_id in (*counts.recorded, *counts.recounted)}
     floor = checkpointer.deletion_floor(checkpoint.meta.log_id, either, checkpoint.puts)
+    if backup_floor is not None:
+        floor = min(floor, backup_floor)
     needed = set(either) | {pointer_log_id(p) for _txn, pointers in checkpoint.puts for p in pointers}
     return DeletionFloor(floor, frozenset(needed))

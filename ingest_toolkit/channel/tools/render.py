@@ -37,6 +37,11 @@ def print_inspect(console: Console, report: InspectReport) -> None:
         summary.add_row("backlog age", _duration(cp.backlog_age_seconds(report.now_ns)) if cp.queue_size else "-")
         summary.add_row("log position", f"log-{cp.log_position[0]} @ {cp.log_position[1]:,}")
         summary.add_row("committed", f"{cp.puts_committed:,} put, {cp.takes_committed:,} taken")
+    backup = report.backup
+    if backup is not None:
+        state = " (current)" if backup.current else " (older than the checkpoint: a copy failed)"
+        summary.add_row("backup", f"[red]{backup.problem}[/red] ({backup.directory})" if backup.checkpoint_id is None
+                        else f"#{backup.checkpoint_id}{state} in {backup.directory}")
     summary.add_row("log files", f"{len(report.logs)} ({_size(report.log_bytes)})")
     for problem in report.problems:
         summary.add_row("problem", f"[red]{problem}[/red]")

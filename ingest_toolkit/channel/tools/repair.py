@@ -10,8 +10,10 @@ Steps, with the channel's directories locked:
    neutralised too, so they replay as uncommitted.
 3. Unless ``dry_run``: copy each affected file to ``<file>.bak-<unix time>``, write the plan,
    sync, then replay the whole log (read-only) to prove it is consistent; if it is not, the
-   originals are put back. Finally ``checkpoint.meta`` is deleted: the next open rebuilds the
-   state by a full replay, which no longer sees the removed frames.
+   originals are put back. Finally ``checkpoint.meta`` is deleted, and so is the backup copy's
+   (``backup_checkpoint_dir``, as the meta names it or as given): the next open rebuilds the
+   state by a full replay, which no longer sees the removed frames (a backup restored instead
+   would point into them).
 """
 
 from __future__ import annotations
@@ -38,8 +40,12 @@ __all__ = ["RepairReport", "SegmentPlan", "plan_repair", "repair_channel"]
 
 
 def repair_channel(checkpoint_dir: str, data_dirs: list[str], *, dry_run: bool, fs: FileSystem | None = None,
-                   progress: PhaseProgress | None = None, keys: KeyChain | None = None) -> RepairReport:
+                   progress: PhaseProgress | None = None, backup_dir: str | None = None,
+                   keys: KeyChain | None = None) -> RepairReport:
     """Repair the channel's damaged records (see the module docstring); ``dry_run`` changes nothing.
+
+    ``backup_dir``: the channel's ``backup_checkpoint_dir``; by default the one its
+    ``checkpoint.meta`` names (a primary that cannot be read names none: give it then).
     ``keys`` opens encrypted segments: a PUT frame that fails authentication is damage."""
     dirs = ChannelDirs.of(checkpoint_dir, data_dirs)
     fs = fs or OsFileSystem()
@@ -47,8 +53,16 @@ def repair_channel(checkpoint_dir: str, data_dirs: list[str], *, dry_run: bool, 
     with offline(dirs, "repair"):
         report = plan_repair(dirs, dry_run=dry_run, progress=progress, keys=keys)
         if not dry_run and report.changed:
-            _apply_all(fs, dirs, report, keys)
+            _apply_all(fs, dirs, report, backup_dir or _named_backup_dir(dirs.checkpoint_dir), keys)
         return report
+
+
+def _named_backup_dir(checkpoint_dir: str) -> str | None:
+    try:
+        info = read_checkpoint_meta(checkpoint_dir)
+    except CheckpointInvalid:
+        return None
+    return (info.backup_dir or None) if info is not None else None
 
 
 def plan_repair(dirs: ChannelDirs, *, dry_run: bool = True, progress: PhaseProgress | None = None,
@@ -191,7 +205,8 @@ def _plan_frames(plan: SegmentPlan, image: Image, size: int, sim: TxnSim,
 
 
 # -- applying ---------------------------------------------------------------------------------
-def _apply_all(fs: FileSystem, dirs: ChannelDirs, report: RepairReport, keys: KeyChain) -> None:
+def _apply_all(fs: FileSystem, dirs: ChannelDirs, report: RepairReport, backup_dir: str | None,
+               keys: KeyChain) -> None:
     stamp = int(time.time())
     done: list[tuple[SegmentPlan, str, str | None]] = []
     try:
@@ -211,7 +226,10 @@ def _apply_all(fs: FileSystem, dirs: ChannelDirs, report: RepairReport, keys: Ke
     except (CorruptLogError, ChannelIdentityError, OSError) as err:
         _restore(fs, done)
         raise ToolError(f"repair undone, the original files are back in place: {err}") from err
-    report.checkpoint_removed = _remove_checkpoint(fs, dirs.checkpoint_dir)
+    # The backup's first: a crash between the two must not leave a backup to restore (it would
+    # point into the removed frames) while the primary is gone.
+    backup_removed = backup_dir is not None and fs.exists(backup_dir) and _remove_checkpoint(fs, backup_dir)
+    report.checkpoint_removed = _remove_checkpoint(fs, dirs.checkpoint_dir) or backup_removed
 
 
 def _backup(path: str, stamp: int) -> str:

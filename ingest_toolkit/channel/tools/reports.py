@@ -18,7 +18,7 @@ from ..proto import channel_pb2 as pb
 from .scan import Damage, Piece, noop_sizes
 from .txnsim import DroppedTxn, LostEvent
 
-__all__ = ["Finding", "InspectReport", "LogFileInfo", "RepairReport", "SegmentPlan", "VerifyReport",
+__all__ = ["BackupInfo", "Finding", "InspectReport", "LogFileInfo", "RepairReport", "SegmentPlan", "VerifyReport",
            "inspect_json", "repair_json", "verify_json"]
 
 INSPECT_FORMAT = "ingest-toolkit/channel-inspect/1"
@@ -41,6 +41,17 @@ class LogFileInfo:
     key_id: int | None = None  # the encryption key id in its header; None: not encrypted (or unreadable)
 
 
+@dataclass(frozen=True, slots=True)
+class BackupInfo:
+    """The backup copy of the checkpoint (``backup_checkpoint_dir``) as found on disk."""
+
+    directory: str
+    checkpoint_id: int | None  # None: no usable backup there
+    written_unix_ns: int | None
+    current: bool  # a copy of the checkpoint in force (else older, or none)
+    problem: str | None = None
+
+
 @dataclass(slots=True)
 class InspectReport:
     checkpoint_dir: str
@@ -53,6 +64,7 @@ class InspectReport:
     checkpoint_problem: str | None
     logs: list[LogFileInfo] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    backup: BackupInfo | None = None  # None: the channel keeps no backup (as far as can be told)
 
     @property
     def fill_percent(self) -> float | None:
@@ -206,7 +218,12 @@ def inspect_json(report: InspectReport) -> dict[str, Any]:
             "backlog_age_seconds": round(cp.backlog_age_seconds(report.now_ns), 3),
             "oldest_commit_unix_ns": cp.oldest_commit_unix_ns,
             "log_position": {"log_id": cp.log_position[0], "offset": cp.log_position[1]},
-            "puts_committed": cp.puts_committed, "takes_committed": cp.takes_committed, "log_bytes": cp.log_bytes}
+            "puts_committed": cp.puts_committed, "takes_committed": cp.takes_committed, "log_bytes": cp.log_bytes,
+            "backup_checkpoint_id": cp.backup_checkpoint_id}
+    backup = report.backup
+    backup_json = None if backup is None else {
+        "dir": backup.directory, "checkpoint_id": backup.checkpoint_id, "written_unix_ns": backup.written_unix_ns,
+        "current": backup.current, "problem": backup.problem}
     return {
         "format": INSPECT_FORMAT, "checkpoint_dir": report.checkpoint_dir, "data_dirs": report.data_dirs,
         "channel_id": report.channel_id, "owner": {"locked": report.locked, "holder": report.holder},
@@ -215,7 +232,8 @@ def inspect_json(report: InspectReport) -> dict[str, Any]:
                   "frames": i.frames, "first_seq": i.first_seq, "last_seq": i.last_seq, "refcount": i.refcount,
                   "key_id": i.key_id,
                   "problem": i.problem} for i in report.logs],
-        "log_files": len(report.logs), "log_bytes": report.log_bytes, "problems": report.problems}
+        "log_files": len(report.logs), "log_bytes": report.log_bytes, "problems": report.problems,
+        "backup": backup_json}
 
 
 def verify_json(report: VerifyReport) -> dict[str, Any]:

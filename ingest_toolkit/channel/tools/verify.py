@@ -19,6 +19,8 @@ import os
 import uuid
 
 from ...errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError
+from .. import checkpointer
+from ..backup import usable_backup
 from ..checkpoint import Checkpoint, load_checkpoint, written_through
 from ..crypto import KeyChain
 from ..format import SEGMENT_HEADER_SIZE as HEADER
@@ -36,20 +38,25 @@ __all__ = ["Finding", "VerifyReport", "verify_channel"]
 
 
 def verify_channel(checkpoint_dir: str, data_dirs: list[str], *, fs: FileSystem | None = None,
-                   progress: PhaseProgress | None = None, keys: KeyChain | None = None) -> VerifyReport:
-    """Check a stopped channel; ``report.ok`` tells whether anything was found. ``keys`` opens
-    encrypted segments (their PUT frames are authenticated); a segment whose key is missing or
-    wrong raises EncryptionKeyError before anything is checked."""
+                   progress: PhaseProgress | None = None, backup_dir: str | None = None,
+                   keys: KeyChain | None = None) -> VerifyReport:
+    """Check a stopped channel; ``report.ok`` tells whether anything was found.
+
+    ``backup_dir``: its ``backup_checkpoint_dir``; by default the one ``checkpoint.meta`` names.
+    ``keys`` opens encrypted segments (their PUT frames are authenticated); a segment whose key is
+    missing or wrong raises EncryptionKeyError before anything is checked."""
     dirs = ChannelDirs.of(checkpoint_dir, data_dirs)
     keys = keys or KeyChain(None)
     with offline(dirs, "verify"):
         keys.check_segments(fs or OsFileSystem(), segments_of(dirs))
-        return _Verifier(dirs, fs or OsFileSystem(), progress, keys).run()
+        return _Verifier(dirs, fs or OsFileSystem(), progress, backup_dir, keys).run()
 
 
 class _Verifier:
-    def __init__(self, dirs: ChannelDirs, fs: FileSystem, progress: PhaseProgress | None, keys: KeyChain) -> None:
-        self.dirs, self.fs, self.progress, self.keys = dirs, fs, progress, keys
+    def __init__(self, dirs: ChannelDirs, fs: FileSystem, progress: PhaseProgress | None,
+                 backup_dir: str | None = None, keys: KeyChain | None = None) -> None:
+        self.dirs, self.fs, self.progress, self.backup_dir = dirs, fs, progress, backup_dir
+        self.keys = keys or KeyChain(None)
         self.report = VerifyReport(dirs.checkpoint_dir, list(dirs.data_dirs))
         self.segments = segments_of(dirs)
         self.errors: list[CorruptLogError] = []
@@ -61,10 +68,11 @@ class _Verifier:
         report.segments = len(self.segments)
         self._check_sealed()
         checkpoint = self._checkpoint()
+        backup_floor = self._check_backup(checkpoint)
         resumed = None
         if checkpoint is not None:
             counts = self._check_refcounts(checkpoint)
-            self._check_files(checkpoint, counts)
+            self._check_files(checkpoint, counts, backup_floor)
             resumed = self._replay("replay from checkpoint", checkpoint)
         else:
             report.notes.append("no usable checkpoint: the logs were checked by a full replay only")
@@ -101,6 +109,28 @@ class _Verifier:
             self.report.log_position = (checkpoint.meta.log_id, checkpoint.meta.log_offset)
         return checkpoint
 
+    def _check_backup(self, checkpoint: Checkpoint | None) -> int | None:
+        """Report the backup copy; returns the floor of the segments it keeps (None: keeps none)."""
+        directory = self.backup_dir or (checkpoint.meta.backup_dir if checkpoint is not None else "")
+        if not directory:
+            return None
+        channel_id = uuid.UUID(self.report.channel_id).bytes if self.report.channel_id else None
+        backup, problem = usable_backup(self.fs, directory, channel_id, dict(self.segments))
+        if backup is None:
+            if problem:
+                self.report.add("backup_unusable", f"{problem}; opening the channel skips it and the next checkpoint "
+                                "replaces it", path=directory)
+            else:
+                self.report.notes.append(f"no backup copy in {directory} yet")
+            return None
+        backup_id = backup.meta.checkpoint_id
+        if checkpoint is not None and checkpoint.meta.checkpoint_id == backup_id:
+            self.report.notes.append(f"backup #{backup_id} in {directory}: a copy of the checkpoint in force")
+        else:
+            self.report.notes.append(f"backup #{backup_id} in {directory} is older than the checkpoint in force "
+                                     "(a copy failed): the segments it needs are kept until a copy succeeds")
+        return checkpointer.deletion_floor(backup.meta.log_id, dict(backup.meta.log_refcounts), backup.puts)
+
     def _check_refcounts(self, checkpoint: Checkpoint) -> Recount:
         counts = recount(checkpoint)
         for log_id, (recorded, recounted) in counts.mismatches.items():
@@ -115,8 +145,8 @@ class _Verifier:
                             recorded=recorded_size, recounted=size)
         return counts
 
-    def _check_files(self, checkpoint: Checkpoint, counts: Recount) -> None:
-        floor = deletion_floor(checkpoint, counts)
+    def _check_files(self, checkpoint: Checkpoint, counts: Recount, backup_floor: int | None = None) -> None:
+        floor = deletion_floor(checkpoint, counts, backup_floor)
         present = {log_id for log_id, _path in self.segments}
         dirs = self.dirs.data_dirs
         for log_id in sorted(floor.needed - present):

@@ -1,4 +1,4 @@
-"""Sources: where events come from (spool directory, tailed files, HTTP).
+"""Sources: where events come from (spool directory, tailed files, HTTP, a command's output).
 
 ``SOURCE_TYPES`` maps each ``type`` to its settings model and source class;
 ``build_source(name, settings, pipeline, state_dir)`` makes a source from validated settings.
@@ -17,21 +17,24 @@ from pydantic import BaseModel, Field
 from ..errors import SourceStateError
 from ..pipeline import Pipeline
 from .base import Source, SourceSettings
+from .exec import ExecSettings, ExecSource
 from .http import HttpSettings, HttpSource
 from .spool_dir import SpoolDirSettings, SpoolDirSource
 from .tail import TailSettings, TailSource
 
-__all__ = ["SOURCE_TYPES", "AnySourceSettings", "HttpSettings", "HttpSource", "Source", "SourceSettings",
-           "SourceStateError", "SpoolDirSettings", "SpoolDirSource", "TailSettings", "TailSource",
+__all__ = ["SOURCE_TYPES", "AnySourceSettings", "ExecSettings", "ExecSource", "HttpSettings", "HttpSource", "Source",
+           "SourceSettings", "SourceStateError", "SpoolDirSettings", "SpoolDirSource", "TailSettings", "TailSource",
            "build_source"]
 
 SOURCE_TYPES: dict[str, tuple[type[BaseModel], type[Source]]] = {
     "spool_dir": (SpoolDirSettings, SpoolDirSource),
     "tail": (TailSettings, TailSource),
     "http": (HttpSettings, HttpSource),
+    "exec": (ExecSettings, ExecSource),
 }
 
-AnySourceSettings = Annotated[SpoolDirSettings | TailSettings | HttpSettings, Field(discriminator="type")]
+AnySourceSettings = Annotated[SpoolDirSettings | TailSettings | HttpSettings | ExecSettings,
+                              Field(discriminator="type")]
 
 
 def build_source(name: str, settings: BaseModel, pipeline: Pipeline, state_dir: Path) -> Source:

@@ -40,6 +40,11 @@ class AgentStub:
                 request_serializer=ingest__toolkit_dot_rpc_dot_proto_dot_agent__pb2.PutRequest.SerializeToString,
                 response_deserializer=ingest__toolkit_dot_rpc_dot_proto_dot_agent__pb2.PutAck.FromString,
                 _registered_method=True)
+        self.PutStream = channel.stream_stream(
+                '/ingest_toolkit.agent.v1.Agent/PutStream',
+                request_serializer=ingest__toolkit_dot_rpc_dot_proto_dot_agent__pb2.PutRequest.SerializeToString,
+                response_deserializer=ingest__toolkit_dot_rpc_dot_proto_dot_agent__pb2.PutAck.FromString,
+                _registered_method=True)
         self.Transaction = channel.stream_stream(
                 '/ingest_toolkit.agent.v1.Agent/Transaction',
                 request_serializer=ingest__toolkit_dot_rpc_dot_proto_dot_agent__pb2.TxnRequest.SerializeToString,
@@ -57,6 +62,17 @@ class AgentServicer:
 
     def Put(self, request, context):
         """Durable put of one batch; answered only after the put handler's commit returned.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PutStream(self, request_iterator, context):
+        """Durable puts of many batches on one stream, in the order sent: each batch is committed as
+        Put commits it, then acknowledged, then the next is read; the client sends ahead (the
+        stream's window), so transfer and decoding overlap the agent's commits. A failure ends the
+        stream with its status: every acknowledged batch is stored; the failing batch and any sent
+        after it are not (retry them with their batch ids).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -83,6 +99,11 @@ def add_AgentServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Put': grpc.unary_unary_rpc_method_handler(
                     servicer.Put,
+                    request_deserializer=ingest__toolkit_dot_rpc_dot_proto_dot_agent__pb2.PutRequest.FromString,
+                    response_serializer=ingest__toolkit_dot_rpc_dot_proto_dot_agent__pb2.PutAck.SerializeToString,
+            ),
+            'PutStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.PutStream,
                     request_deserializer=ingest__toolkit_dot_rpc_dot_proto_dot_agent__pb2.PutRequest.FromString,
                     response_serializer=ingest__toolkit_dot_rpc_dot_proto_dot_agent__pb2.PutAck.SerializeToString,
             ),
@@ -122,6 +143,33 @@ class Agent:
             request,
             target,
             '/ingest_toolkit.agent.v1.Agent/Put',
+            ingest__toolkit_dot_rpc_dot_proto_dot_agent__pb2.PutRequest.SerializeToString,
+            ingest__toolkit_dot_rpc_dot_proto_dot_agent__pb2.PutAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/ingest_toolkit.agent.v1.Agent/PutStream',
             ingest__toolkit_dot_rpc_dot_proto_dot_agent__pb2.PutRequest.SerializeToString,
             ingest__toolkit_dot_rpc_dot_proto_dot_agent__pb2.PutAck.FromString,
             options,

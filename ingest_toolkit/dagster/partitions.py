@@ -13,7 +13,7 @@ would set it.
 
 Time-window partitions (rather than dynamic ones added as data lands) keep what the time gives:
 every key is an hour that maps to a UTC window (half-hour zones and DST days included, see
-:mod:`dagster_defs.curated`), backfills select a time range, and an hour without data is an
+:mod:`ingest_toolkit.dagster.curated`), backfills select a time range, and an hour without data is an
 (empty) partition anyone can build.
 """
 
@@ -26,8 +26,7 @@ import dagster as dg
 import pendulum
 
 from ingest_toolkit.land.storage import Location, local_path, locate
-
-from .settings import ChannelSpec, OrchestrationSettings
+from ingest_toolkit.orchestrate.settings import ChannelSpec, OrchestrationSettings
 
 __all__ = ["AUTO", "channel_partitions", "earliest_landed_hour", "hourly_partitions", "resolve_start"]
 
@@ -76,16 +75,18 @@ def hourly_partitions(settings: OrchestrationSettings, start: str | None = None)
                                          end_offset=1)
 
 
-def channel_partitions(spec: ChannelSpec, settings: OrchestrationSettings) -> dg.HourlyPartitionsDefinition:
-    """The partitions of the curated table of ``spec``: ``auto`` looks at its landed table (the
-    landing root of ``landing_conf``, environment overrides applied)."""
+def channel_partitions(spec: ChannelSpec, settings: OrchestrationSettings,
+                       landing_root: str | None = None) -> dg.HourlyPartitionsDefinition:
+    """The partitions of the curated table of ``spec``: ``auto`` looks at its landed table (under
+    ``landing_root``, default the landing root of ``landing_conf``, environment overrides applied)."""
     if settings.partitions_start != AUTO:
         return hourly_partitions(settings)
     from ingest_toolkit.errors import ConfigError
     from ingest_toolkit.land.config import load_landing_config
 
     try:
-        root = load_landing_config(settings.landing_conf).root
+        overrides = {"root": landing_root} if landing_root else {}
+        root = load_landing_config(settings.landing_conf, **overrides).root
     except (ConfigError, OSError, ValueError) as err:  # the landing run reports it; the definitions still load
         log.warning("partitions_start = auto: %s; starting at today", err)
         return hourly_partitions(settings, resolve_start(settings))

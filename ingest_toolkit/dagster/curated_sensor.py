@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import dagster as dg
 
 from ingest_toolkit.orchestrate.curation import hour_of_landed_dir
+from ingest_toolkit.orchestrate.settings import ChannelSpec, OrchestrationSettings
 
 from .curated import partition_keys_for_hours
 from .naming import curated_key, curated_sensor_name, landed_key
 from .partitions import channel_partitions
-from .settings import ChannelSpec, OrchestrationSettings
 
 __all__ = ["build_curated_sensor", "landed_hours"]
 

@@ -27,9 +27,9 @@ import dagster as dg
 
 from ingest_toolkit.channel.checkpoint import CheckpointInfo, CheckpointInvalid, read_checkpoint_meta
 from ingest_toolkit.channel.tools.common import ChannelDirs, segments_of
+from ingest_toolkit.orchestrate.settings import ChannelSpec, OrchestrationSettings
 
 from .naming import channel_key, observer_sensor_name
-from .settings import ChannelSpec, OrchestrationSettings
 
 __all__ = ["build_channel_asset", "build_observer_sensor", "channel_observation", "observation_metadata"]
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import dagster as dg
 
 from ingest_toolkit.orchestrate.backlog import PreviousRun, RunOutcome, drain_decision, evaluate_landing
+from ingest_toolkit.orchestrate.settings import ChannelSpec, OrchestrationSettings
 
 from .naming import ident, landed_key, landing_sensor_name
-from .settings import ChannelSpec, OrchestrationSettings
 
 __all__ = ["build_drain_schedule", "build_landing_sensor", "landing_in_progress", "previous_run", "run_failure"]
 

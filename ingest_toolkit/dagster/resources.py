@@ -9,6 +9,11 @@
   reused and left running.
 * :class:`CuratedResource`: where curated tables go.
 
+Each channel has its own three resources, under the keys :class:`ResourceKeys` gives it
+(``landing_<c>``, ``spark_<c>``, ``curated_<c>``): the channels of one code location may land
+into different roots, through different agents (one component instance each), and Dagster allows
+one resource per key in a code location.
+
 Every value that differs per deployment is an environment variable of the settings loaders'
 scheme, ``INGEST_<TABLE>__<KEY>`` (``INGEST_LANDING__ROOT``, ``INGEST_LANDING__AGENT``,
 ``INGEST_SPARK__MASTER``, ``INGEST_SPARK__REMOTE``, ``INGEST_DAGSTER__CURATED_ROOT``), plus the
@@ -28,14 +33,16 @@ When each is read:
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 from pydantic import PrivateAttr
 
 from ingest_toolkit.orchestrate.landing import agent_token, channel_route
+from ingest_toolkit.orchestrate.settings import ChannelSpec
 
-from .settings import ChannelSpec
+from .naming import ident
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -43,7 +50,7 @@ if TYPE_CHECKING:
     from ingest_toolkit.land.config import LandingConfig
     from ingest_toolkit.land.route import Route
 
-__all__ = ["CuratedResource", "LandingResource", "SparkResource", "env_or"]
+__all__ = ["CuratedResource", "LandingResource", "ResourceKeys", "SparkResource", "env_or"]
 
 
 def env_or(name: str, default: str | None) -> Any:
@@ -126,3 +133,30 @@ class CuratedResource(dg.ConfigurableResource):
     """Where the curated tables are written (a local path or a Hadoop-compatible URI)."""
 
     root: str = "var/curated"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceKeys:
+    """The resource keys of one channel's definitions, and the resources under them in a run."""
+
+    landing: str
+    spark: str
+    curated: str
+
+    @classmethod
+    def of(cls, channel: str) -> ResourceKeys:
+        """``landing_<c>``, ``spark_<c>``, ``curated_<c>`` (``<c>``: the channel as an identifier)."""
+        name = ident(channel)
+        return cls(landing=f"landing_{name}", spark=f"spark_{name}", curated=f"curated_{name}")
+
+    def landing_of(self, context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext) -> LandingResource:
+        resource: LandingResource = getattr(context.resources, self.landing)
+        return resource
+
+    def spark_of(self, context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext) -> SparkResource:
+        resource: SparkResource = getattr(context.resources, self.spark)
+        return resource
+
+    def curated_of(self, context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext) -> CuratedResource:
+        resource: CuratedResource = getattr(context.resources, self.curated)
+        return resource

@@ -9,8 +9,8 @@ Graph::
 
 The landing run and the curation of an hour are :mod:`ingest_toolkit.orchestrate` functions;
 the assets call them with their resources and record the results as metadata. The channel asset
-and its observations are in :mod:`dagster_defs.observations`, the curated partitions in
-:mod:`dagster_defs.partitions`. Metadata that does not change from run to run (the
+and its observations are in :mod:`ingest_toolkit.dagster.observations`, the curated partitions in
+:mod:`ingest_toolkit.dagster.partitions`. Metadata that does not change from run to run (the
 pool's limit, file counts) is text, so the asset page's plots show only what moves.
 
 The landing asset runs in the concurrency pool ``landing-<channel>``, the curated asset in
@@ -18,7 +18,7 @@ The landing asset runs in the concurrency pool ``landing-<channel>``, the curate
 ``conf/dagster.yaml`` (copied to ``$DAGSTER_HOME/dagster.yaml``) limits every pool to one run.
 On an instance without a limit both assets log a WARNING and record ``pool_limit: null`` in
 their materialization metadata. Nothing about the landed table's exactly-once depends on the
-pool (see :mod:`dagster_defs.instance`); it prevents wasted work and contention, and for the
+pool (see :mod:`ingest_toolkit.dagster.instance`); it prevents wasted work and contention, and for the
 curated asset two runs swapping the same partition at once.
 """
 
@@ -32,13 +32,13 @@ import dagster as dg
 
 from ingest_toolkit.orchestrate.curation import CuratedResult, build_curated_partition, curated_metadata
 from ingest_toolkit.orchestrate.landing import land, landing_lines, landing_metadata
+from ingest_toolkit.orchestrate.settings import ChannelSpec, OrchestrationSettings
 
 from .instance import pool_limit
 from .metadata import dagster_metadata
 from .naming import channel_key, curated_key, curated_pool_name, landed_key, landing_pool_name
 from .partitions import channel_partitions
-from .resources import CuratedResource, LandingResource, SparkResource
-from .settings import ChannelSpec, OrchestrationSettings
+from .resources import ResourceKeys, SparkResource
 
 __all__ = ["LandingRunConfig", "build_curated_asset", "build_landing_asset"]
 
@@ -60,15 +60,19 @@ def _pool_metadata(context: dg.AssetExecutionContext, pool: str, risk: str) -> d
     return {"pool": pool, "pool_limit": dg.MetadataValue.text("none" if limit is None else str(limit))}
 
 
-def build_landing_asset(spec: ChannelSpec, settings: OrchestrationSettings) -> dg.AssetsDefinition:
-    pool = landing_pool_name(spec.name)
+def build_landing_asset(spec: ChannelSpec, settings: OrchestrationSettings, keys: ResourceKeys | None = None,
+                        pool: str | None = None) -> dg.AssetsDefinition:
+    """The landed table; ``keys``: its resources (default :meth:`ResourceKeys.of` the channel), ``pool``:
+    its concurrency pool (default ``landing-<channel>``)."""
+    keys = keys or ResourceKeys.of(spec.name)
+    pool = pool or landing_pool_name(spec.name)
 
     @dg.asset(key=landed_key(spec.name), deps=[channel_key(spec.name)], pool=pool,
-              group_name="landing", kinds={"spark", "parquet"},
+              required_resource_keys={keys.landing, keys.spark}, group_name="landing", kinds={"spark", "parquet"},
               description=f"Takes committed events out of channel '{spec.name}' in take transactions and lands "
                           "them as Parquet (partitioned by event date/hour), exactly once.")
-    def landed(context: dg.AssetExecutionContext, config: LandingRunConfig, landing: LandingResource,
-               spark: SparkResource) -> dg.MaterializeResult:
+    def landed(context: dg.AssetExecutionContext, config: LandingRunConfig) -> dg.MaterializeResult:
+        landing, spark = keys.landing_of(context), keys.spark_of(context)
         pool_meta = _pool_metadata(context, pool, f"two landing runs of channel {spec.name} may run at once "
                                                   "(the landed table stays exactly-once; the runs compete)")
         landing_config = landing.config()
@@ -100,21 +104,25 @@ def _build_partitions(context: dg.AssetExecutionContext, partitions: dg.HourlyPa
 
 
 def build_curated_asset(spec: ChannelSpec, settings: OrchestrationSettings,
-                        partitions: dg.HourlyPartitionsDefinition | None = None) -> dg.AssetsDefinition:
-    """The hourly curated table; ``partitions`` default: :func:`channel_partitions` of the channel."""
+                        partitions: dg.HourlyPartitionsDefinition | None = None, keys: ResourceKeys | None = None,
+                        pool: str | None = None) -> dg.AssetsDefinition:
+    """The hourly curated table; ``partitions`` default: :func:`channel_partitions` of the channel,
+    ``pool`` default ``curated-<channel>``."""
     partitions = partitions or channel_partitions(spec, settings)
-    pool = curated_pool_name(spec.name)
+    keys = keys or ResourceKeys.of(spec.name)
+    pool = pool or curated_pool_name(spec.name)
 
     with warnings.catch_warnings():  # BackfillPolicy is "beta" in Dagster 1.13; single_run is what Spark wants
         warnings.simplefilter("ignore", dg.BetaWarning)
 
         @dg.asset(key=curated_key(spec.name), deps=[landed_key(spec.name)], partitions_def=partitions, pool=pool,
                   backfill_policy=dg.BackfillPolicy.single_run(), group_name="curated", kinds={"spark", "parquet"},
+                  required_resource_keys={keys.landing, keys.spark, keys.curated},
                   description=f"Hourly curated table of channel '{spec.name}': the landed rows of the hour, one per "
                               "event_id, rewritten as a whole (staging directory + swap). Backfill any range: one run "
                               "builds every hour of it in one Spark session.")
-        def curated_table(context: dg.AssetExecutionContext, landing: LandingResource, spark: SparkResource,
-                          curated: CuratedResource) -> dg.MaterializeResult:
+        def curated_table(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+            landing, spark, curated = keys.landing_of(context), keys.spark_of(context), keys.curated_of(context)
             pool_meta = _pool_metadata(context, pool, f"two runs of the same hour of channel {spec.name} could swap "
                                                       "its directory at the same time")
             results = _build_partitions(context, partitions, spec.name, landing.config().root, spark, curated.root)

@@ -21,9 +21,9 @@ from pathlib import Path
 import dagster as dg
 
 from ingest_toolkit.errors import ConfigError
+from ingest_toolkit.orchestrate.settings import conf_dir
 
 from .naming import curated_pool_name, landing_pool_name
-from .settings import conf_dir
 
 __all__ = ["INSTANCE_YAML", "ensure_pool_limits", "instance_yaml_source", "pool_limit", "write_instance_yaml"]
 

@@ -8,7 +8,7 @@ do); every result carries the severity the runbook gives the check and a link to
 Each check here only gathers its resources and turns the verdict into an ``AssetCheckResult``.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: Dagster reads the ``context`` annotation at decoration time.
 
 from collections.abc import Callable
 
@@ -17,26 +17,29 @@ import dagster as dg
 from ingest_toolkit.orchestrate import channel_checks as channel
 from ingest_toolkit.orchestrate import data_checks as data
 from ingest_toolkit.orchestrate.log_presence import referenced_logs_intact
+from ingest_toolkit.orchestrate.settings import ChannelSpec, OrchestrationSettings
 from ingest_toolkit.orchestrate.verdict import check_description
 
-from ..metadata import asset_check_result
-from ..naming import channel_key, curated_key, landed_key
-from ..resources import CuratedResource, LandingResource, SparkResource
-from ..settings import ChannelSpec, OrchestrationSettings
+from .metadata import asset_check_result
+from .naming import channel_key, curated_key, landed_key
+from .resources import ResourceKeys
 
 __all__ = ["build_channel_checks", "build_data_checks"]
 
 
-def _check(key: dg.AssetKey, name: str, settings: OrchestrationSettings,
+def _check(key: dg.AssetKey, name: str, settings: OrchestrationSettings, resources: frozenset[str] = frozenset(),
            ) -> Callable[[Callable[..., dg.AssetCheckResult]], dg.AssetChecksDefinition]:
-    """``@asset_check`` with the check's description and its runbook section."""
+    """``@asset_check`` with the check's description, its runbook section and the resources it reads."""
     def decorate(fn: Callable[..., dg.AssetCheckResult]) -> dg.AssetChecksDefinition:
-        return dg.asset_check(asset=key, name=name, description=check_description(name, settings))(fn)
+        return dg.asset_check(asset=key, name=name, description=check_description(name, settings),
+                              required_resource_keys=set(resources))(fn)
     return decorate
 
 
-def build_channel_checks(spec: ChannelSpec, settings: OrchestrationSettings) -> list[dg.AssetChecksDefinition]:
+def build_channel_checks(spec: ChannelSpec, settings: OrchestrationSettings,
+                         keys: ResourceKeys | None = None) -> list[dg.AssetChecksDefinition]:
     key = channel_key(spec.name)
+    keys = keys or ResourceKeys.of(spec.name)
 
     @_check(key, "refcounts_match_recount", settings)
     def refcounts() -> dg.AssetCheckResult:
@@ -50,8 +53,9 @@ def build_channel_checks(spec: ChannelSpec, settings: OrchestrationSettings) -> 
     def drained() -> dg.AssetCheckResult:
         return asset_check_result(channel.drained_logs_deleted(spec, settings))
 
-    @_check(key, "checkpoint_fresh", settings)
-    def fresh(landing: LandingResource) -> dg.AssetCheckResult:
+    @_check(key, "checkpoint_fresh", settings, frozenset({keys.landing}))
+    def fresh(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        landing = keys.landing_of(context)
         return asset_check_result(channel.checkpoint_fresh(spec, settings, agent=landing.config().agent))
 
     @_check(key, "backlog_below_capacity", settings)
@@ -61,19 +65,26 @@ def build_channel_checks(spec: ChannelSpec, settings: OrchestrationSettings) -> 
     return [refcounts, referenced, drained, fresh, backlog]
 
 
-def build_data_checks(spec: ChannelSpec, settings: OrchestrationSettings) -> list[dg.AssetChecksDefinition]:
-    @_check(landed_key(spec.name), "landed_reconciles", settings)
-    def reconcile(landing: LandingResource, spark: SparkResource) -> dg.AssetCheckResult:
+def build_data_checks(spec: ChannelSpec, settings: OrchestrationSettings,
+                      keys: ResourceKeys | None = None) -> list[dg.AssetChecksDefinition]:
+    keys = keys or ResourceKeys.of(spec.name)
+    landing_spark = frozenset({keys.landing, keys.spark})
+
+    @_check(landed_key(spec.name), "landed_reconciles", settings, landing_spark)
+    def reconcile(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        landing, spark = keys.landing_of(context), keys.spark_of(context)
         return asset_check_result(data.landed_reconciles(spec, settings, landing.config(), spark.session,
                                                          token=landing.agent_token))
 
-    @_check(landed_key(spec.name), "landed_no_duplicate_event_ids", settings)
-    def landed_unique(landing: LandingResource, spark: SparkResource) -> dg.AssetCheckResult:
+    @_check(landed_key(spec.name), "landed_no_duplicate_event_ids", settings, landing_spark)
+    def landed_unique(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        landing, spark = keys.landing_of(context), keys.spark_of(context)
         return asset_check_result(data.landed_no_duplicate_event_ids(spec, settings, landing.config().root,
                                                                      spark.session))
 
-    @_check(curated_key(spec.name), "curated_no_duplicate_event_ids", settings)
-    def curated_unique(curated: CuratedResource, spark: SparkResource) -> dg.AssetCheckResult:
+    @_check(curated_key(spec.name), "curated_no_duplicate_event_ids", settings, frozenset({keys.curated, keys.spark}))
+    def curated_unique(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        curated, spark = keys.curated_of(context), keys.spark_of(context)
         return asset_check_result(data.curated_no_duplicate_event_ids(spec, settings, curated.root, spark.session))
 
     return [reconcile, landed_unique, curated_unique]

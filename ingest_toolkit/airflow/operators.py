@@ -1,0 +1,165 @@
+"""The landing, the curation of an hour and the checks, as Airflow operators.
+
+Each ``execute`` loads the channel's settings (:class:`~.task.ChannelTask`), calls the function of
+:mod:`ingest_toolkit.orchestrate` that the Dagster assets call, and returns its result as plain
+values (the XCom). A task that needs Spark starts it when it first needs it and stops it at the
+end (:func:`~ingest_toolkit.orchestrate.spark.task_spark`).
+
+* :class:`LandChannelOperator`: up to ``batches`` take transactions (default ``batches_per_run``);
+  a failure rolls the open take back (the events stay in the channel) and fails the task. Its
+  outlet is the channel's landed asset (:func:`~.assets.landed_asset`).
+* :class:`CurateHourOperator`: rebuilds the curated partitions of the run's data interval (one
+  per hour of it), replacing each as a whole, so a catch-up, a rerun or ``airflow backfill
+  create`` rebuilds hours idempotently. Outlet: the curated asset.
+* :class:`ChannelCheckOperator`: one check of :data:`~ingest_toolkit.orchestrate.CHECKS`; an
+  ERROR verdict fails the task (no retry: :class:`CheckFailedError`), a WARN verdict logs a
+  warning and the task succeeds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowFailException
+
+from ..errors import ConfigError, IngestError
+from ..orchestrate import channel_checks, data_checks
+from ..orchestrate.curation import build_curated_partition, curated_metadata, hourly_windows
+from ..orchestrate.landing import land, landing_lines, landing_metadata
+from ..orchestrate.log_presence import referenced_logs_intact
+from ..orchestrate.spark import task_spark
+from ..orchestrate.verdict import CHECKS, Severity, Verdict
+from .assets import curated_asset, landed_asset
+from .task import ChannelTask, plain
+
+__all__ = ["CHANNEL_CHECKS", "CURATED_CHECKS", "LANDED_CHECKS", "ChannelCheckOperator", "CheckFailedError",
+           "CurateHourOperator", "LandChannelOperator"]
+
+CHANNEL_CHECKS = [name for name, info in CHECKS.items() if info.target == "channel"]
+LANDED_CHECKS = [name for name, info in CHECKS.items() if info.target == "landed"]
+CURATED_CHECKS = [name for name, info in CHECKS.items() if info.target == "curated"]
+
+
+class _ChannelOperator(BaseOperator):
+    """An operator of one channel: ``conf_dir`` (default ``INGEST_CONF_DIR``, else ``conf``) and
+    the optional ``ingest_agent`` connection ``agent_conn_id``. Only ``conf_dir`` is templated: the
+    channel names the task's assets, which Airflow must know when it parses the DAG."""
+
+    template_fields = ("conf_dir",)
+
+    def __init__(self, *, channel: str, conf_dir: str | None = None, agent_conn_id: str | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.channel, self.conf_dir, self.agent_conn_id = channel, conf_dir, agent_conn_id
+
+    def channel_task(self) -> ChannelTask:
+        return ChannelTask.load(self.channel, self.conf_dir, self.agent_conn_id)
+
+
+class LandChannelOperator(_ChannelOperator):
+    """Land channel ``channel``: take transactions into Parquet, exactly once (module docstring)."""
+
+    def __init__(self, *, channel: str, batches: int | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("outlets", [landed_asset(channel)])
+        super().__init__(channel=channel, **kwargs)
+        self.batches = batches
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        job = self.channel_task()
+        with task_spark(job.landing.spark) as start_spark:
+            run = land(job.spec, job.landing, start_spark, batches=self.batches or job.settings.batches_per_run,
+                       token=job.token, notice=self.log.info)
+        for line in landing_lines(run, self.channel):
+            self.log.info(line)
+        result: dict[str, Any] = plain(landing_metadata(run, job.landing.root, self.channel))
+        asset = landed_asset(self.channel)
+        if any(outlet == asset for outlet in self.outlets):
+            context["outlet_events"][asset].extra = {
+                key: result[key] for key in ("events", "partitions", "batch_ids", "root", "backlog_after")}
+        return result
+
+
+class CurateHourOperator(_ChannelOperator):
+    """Rebuild the curated partitions of the data interval of the run (module docstring)."""
+
+    def __init__(self, *, channel: str, **kwargs: Any) -> None:
+        kwargs.setdefault("outlets", [curated_asset(channel)])
+        super().__init__(channel=channel, **kwargs)
+
+    def execute(self, context: Context) -> list[dict[str, Any]]:
+        start, end = context.get("data_interval_start"), context.get("data_interval_end")
+        if start is None or end is None:
+            raise ConfigError(f"task {self.task_id} has no data interval (a manual run of a DAG without a "
+                              "schedule): give the DAG an hourly data-interval timetable", key="schedule")
+        windows = hourly_windows(start, end)
+        job = self.channel_task()
+        built = []
+        with task_spark(job.landing.spark) as start_spark:
+            for first, last in windows:
+                result = build_curated_partition(start_spark(), job.landing.root, job.settings.curated_root,
+                                                 self.channel, first, last)
+                self.log.info("hour %s: %d rows from %d landed directories, %d duplicates dropped",
+                              first.isoformat(), result.rows, len(result.source_dirs), result.duplicates_dropped)
+                built.append(plain(curated_metadata(result)))
+        asset = curated_asset(self.channel)
+        if any(outlet == asset for outlet in self.outlets):
+            context["outlet_events"][asset].extra = {"hours": [hour["window_utc"] for hour in built],
+                                                     "rows": [hour["rows"] for hour in built]}
+        return built
+
+
+class CheckFailedError(IngestError, AirflowFailException):
+    """An ERROR check failed; the task fails without retries (the data will not change by itself)."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(f"check {verdict.check} failed ({verdict.severity}): {verdict.description}; "
+                         f"runbook: {verdict.runbook}")
+        self.verdict = verdict
+
+
+_Check = Callable[[ChannelTask, Callable[[], Any]], Verdict]
+
+# What each check reads; the checks themselves are ingest_toolkit.orchestrate's.
+_RUN: dict[str, _Check] = {
+    "refcounts_match_recount": lambda job, _spark: channel_checks.refcounts_match_recount(job.spec, job.settings),
+    "referenced_logs_intact": lambda job, _spark: referenced_logs_intact(job.spec, job.settings),
+    "drained_logs_deleted": lambda job, _spark: channel_checks.drained_logs_deleted(job.spec, job.settings),
+    "checkpoint_fresh": lambda job, _spark: channel_checks.checkpoint_fresh(job.spec, job.settings,
+                                                                            agent=job.landing.agent),
+    "backlog_below_capacity": lambda job, _spark: channel_checks.backlog_below_capacity(job.spec, job.settings),
+    "landed_reconciles": lambda job, spark: data_checks.landed_reconciles(job.spec, job.settings, job.landing,
+                                                                          spark, token=job.token),
+    "landed_no_duplicate_event_ids": lambda job, spark: data_checks.landed_no_duplicate_event_ids(
+        job.spec, job.settings, job.landing.root, spark),
+    "curated_no_duplicate_event_ids": lambda job, spark: data_checks.curated_no_duplicate_event_ids(
+        job.spec, job.settings, job.settings.curated_root, spark),
+}
+assert set(_RUN) == set(CHECKS), "every check of the runbook has an operator"
+
+
+class ChannelCheckOperator(_ChannelOperator):
+    """Run check ``check`` on channel ``channel``; the XCom is the verdict (module docstring)."""
+
+    def __init__(self, *, check: str, channel: str, **kwargs: Any) -> None:
+        if check not in CHECKS:
+            raise ConfigError(f"unknown check {check!r}; the checks: {', '.join(CHECKS)}", key="check")
+        super().__init__(channel=channel, **kwargs)
+        self.check = check
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        job = self.channel_task()
+        with task_spark(job.landing.spark) as start_spark:
+            verdict = _RUN[self.check](job, start_spark)
+        outcome: dict[str, Any] = plain({"check": verdict.check, "passed": verdict.passed,
+                                         "severity": str(verdict.severity), "description": verdict.description,
+                                         "metadata": verdict.metadata})
+        if verdict.passed:
+            self.log.info("check %s passed: %s", verdict.check, verdict.description)
+        elif verdict.severity == Severity.WARN:
+            self.log.warning("check %s failed (WARN, the task succeeds): %s; runbook: %s", verdict.check,
+                             verdict.description, verdict.runbook)
+        else:
+            raise CheckFailedError(verdict)
+        return outcome

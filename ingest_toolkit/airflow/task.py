@@ -1,0 +1,58 @@
+"""What every task of the provider starts from: the channel, its settings and the agent to use.
+
+Read when the task runs, in the worker, never when the DAG file is parsed: a DAG file names only
+the channel, an optional configuration directory (default ``INGEST_CONF_DIR``, else ``conf``) and
+an optional ``ingest_agent`` connection (:mod:`.hooks`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..orchestrate.settings import (
+    ChannelSpec,
+    OrchestrationSettings,
+    channel_spec,
+    conf_dir,
+    load_orchestration_settings,
+)
+
+if TYPE_CHECKING:
+    from ..land.config import LandingConfig
+
+__all__ = ["ChannelTask", "plain"]
+
+
+@dataclass(frozen=True)
+class ChannelTask:
+    """The settings a task of channel ``spec.name`` runs with."""
+
+    settings: OrchestrationSettings
+    spec: ChannelSpec
+    landing: LandingConfig
+    token: str | None  # the agent's bearer token from the connection (None: the configuration's)
+
+    @classmethod
+    def load(cls, channel: str, directory: str | None = None, agent_conn_id: str | None = None) -> ChannelTask:
+        """Settings of ``directory`` (default :func:`conf_dir`); with ``agent_conn_id`` the landing
+        takes through the connection's agent with its token and TLS files."""
+        from ..land.config import load_landing_config
+
+        settings = load_orchestration_settings(directory=Path(directory) if directory else conf_dir())
+        overrides: dict[str, str] = {}
+        token = None
+        if agent_conn_id:
+            from .hooks import IngestAgentHook
+
+            hook = IngestAgentHook(agent_conn_id)
+            overrides, token = hook.landing_overrides(), hook.token()
+        landing = load_landing_config(settings.landing_conf, **overrides)
+        return cls(settings, channel_spec(settings.agent_conf, channel), landing, token)
+
+
+def plain(values: Any) -> Any:
+    """``values`` as JSON types (XCom, asset event extras): the verdicts' str subclasses become str."""
+    return json.loads(json.dumps(values, default=str))

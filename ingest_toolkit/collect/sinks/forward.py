@@ -1,0 +1,466 @@
+"""Forwarding: a take transaction on the local channel, an idempotent put on the downstream agent.
+
+One :class:`SinkGroup` thread per group: it takes a batch from the group's channel (up to
+``batch_size`` events, or fewer once the oldest has waited ``linger`` seconds), hands it to the
+sink its processor picks (:mod:`.processors`), puts it downstream with a batch id, and commits the
+local take only after the downstream ack. A failure rolls the take back (the events return to the
+head of the queue, in order) and sets the sink aside for a growing, jittered penalty.
+
+**The batch id** is ``fwd:<channel id>:<first seq>+<count>``: the local channel's identity, the
+sequence number of the batch's first event and the number of events taken. Why it is the same on
+every redelivery of a batch, and never the id of a different batch:
+
+* Sequence numbers are unique within a channel (never reused, across restarts), so no two
+  batches of one channel start with the same event unless one is a redelivery of the other.
+* A redelivery must hold the same events, not just start with the same one: after a rollback
+  more events may be queued, and a take of ``batch_size`` would return a longer batch under the
+  same first seq. So before the first put of a batch the group writes (atomically, fsync'ed) an
+  *in-flight record* ``{batch_id, first_seq, last_seq, count, in_doubt}`` to its state directory,
+  and takes exactly ``count`` events while a record exists. A rolled-back take returns its events
+  to the head in order, so the retake is the same events: same first seq, same count, same id.
+* A crash of the edge (at any point) leaves the record: the channel's recovery puts the taken
+  events back at the head, and the restarted group retakes exactly ``count`` of them. If the
+  head no longer starts with ``first_seq`` (or has a different ``last_seq``), the recorded batch
+  was committed locally before the crash (only the commit removes events) and hence acknowledged
+  downstream: the record is dropped and the next batch gets a fresh id.
+* A crash of the downstream agent before its commit leaves nothing there; after its commit the
+  batch id is durable with the events (the channel's commit tag), so the redelivery is dropped as
+  a duplicate and acknowledged, and the edge commits.
+* With ``parallel_puts`` > 1 a batch is put in that many parts at once, part ``i`` with the id
+  ``<batch id>/<i>``. The split depends only on the events (:func:`split_parts`), so a redelivery
+  splits the same way and every part keeps its id; the local take is committed after every part
+  was acknowledged, and a batch of which some part was stored stays pinned to its sink.
+
+Across several downstream agents the downstream dedup only helps if the redelivery goes to the
+same agent. A put that failed *in doubt* (the request may have been committed: the connection was
+lost mid-call, a timeout, an error of a downstream pipeline with several channels) is therefore
+pinned to the sink it was sent to, and retried there until it gets an answer, however long that
+sink is down. A put that failed for certain (no connection could be made, a refusal by the
+downstream's single-channel put) may move to another sink of the group. The pin is part of the
+in-flight record, so it survives a crash of the edge too.
+
+**Headers** pass through unchanged but for the hop header (``hop_header``, default
+``ingest.hops``): every forward adds one. An event that arrives with ``max_hops`` or more has gone
+round a loop (or through too many tiers): it is dropped, counted (``dropped_looping``) and logged,
+and the rest of its batch is forwarded.
+
+The group must be its channel's only consumer (no landing takes from it): another consumer could
+take events of a recorded batch, and the retake would not be the same events.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ...channel import EventColumns, FileChannel, TxnState
+from ...channel.fs import OsFileSystem, write_atomic
+from ...errors import ConfigError, IngestError
+from ...rpc.client import AgentClient, PutAck
+from ...rpc.errors import AgentUnavailableError, RequestTooLargeError
+from ..metrics import Histogram
+from .processors import Processor
+from .settings import ForwardSinkSettings
+
+__all__ = ["Downstream", "InFlight", "Outcome", "SinkGroup", "add_hop", "forward_batch_id", "split_parts"]
+
+log = logging.getLogger("ingest_toolkit.collect.sinks")
+
+IDLE_POLL = 0.01  # seconds between looks at an empty channel
+MIN_PART = 500  # events: a batch is put in parts only when every part holds at least this many
+# gRPC's own reconnect backoff grows to 2 minutes: a downstream agent that is back would wait that
+# long for its first batch. The group's penalties space the attempts; gRPC only has to reconnect.
+RECONNECT_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
+                     ("grpc.max_reconnect_backoff_ms", 1000))
+RECORD = "inflight.json"
+
+
+def forward_batch_id(channel_id: bytes, first_seq: int, count: int) -> str:
+    """The downstream batch id of the ``count`` events taken from ``channel_id`` starting at ``first_seq``."""
+    return f"fwd:{channel_id.hex()}:{first_seq}+{count}"
+
+
+def add_hop(columns: EventColumns, header: str, max_hops: int) -> tuple[EventColumns, int]:
+    """The events with ``header`` raised by one, without those that already carry ``max_hops`` or
+    more; returns them and the number dropped. Other headers and the order are kept."""
+    n = len(columns.bodies)
+    if not columns.header_keys:  # the first hop: no event has headers yet
+        return EventColumns(columns.bodies, columns.seqs, [1] * n, [header] * n, ["1"] * n), 0
+    if columns.header_counts == [1] * n and columns.header_keys == [header] * n:  # only the hop counter
+        values = columns.header_values
+        if all(v.isdigit() and int(v) < max_hops for v in set(values)):
+            raised = {v: str(int(v) + 1) for v in set(values)}
+            return EventColumns(columns.bodies, columns.seqs, [1] * n, [header] * n, [raised[v] for v in values]), 0
+    return _add_hop_each(columns, header, max_hops)
+
+
+def _add_hop_each(columns: EventColumns, header: str, max_hops: int) -> tuple[EventColumns, int]:
+    out = EventColumns()
+    dropped, at = 0, 0
+    keys, values = columns.header_keys, columns.header_values
+    counts = columns.header_counts or [0] * len(columns.bodies)
+    for body, seq, n in zip(columns.bodies, columns.seqs, counts, strict=True):
+        hops, own_keys, own_values = 0, [], []
+        for key, value in zip(keys[at:at + n], values[at:at + n], strict=True):
+            if key == header:
+                hops = int(value) if value.isdigit() else max_hops  # an unreadable counter is not trusted
+            else:
+                own_keys.append(key)
+                own_values.append(value)
+        at += n
+        if hops >= max_hops:
+            dropped += 1
+            continue
+        own_keys.append(header)
+        own_values.append(str(hops + 1))
+        out.bodies.append(body)
+        out.seqs.append(seq)
+        out.header_counts.append(len(own_keys))
+        out.header_keys += own_keys
+        out.header_values += own_values
+    return out, dropped
+
+
+def split_parts(columns: EventColumns, parts: int) -> list[EventColumns]:
+    """``columns`` in ``parts`` consecutive pieces of equal size (the last may be shorter); one
+    piece when the batch is small. Deterministic: a redelivered batch splits the same way."""
+    n = len(columns.bodies)
+    if parts <= 1 or n < 2 * MIN_PART:
+        return [columns]
+    size = -(-n // parts)
+    if not columns.header_keys:
+        return [EventColumns(columns.bodies[i:i + size], columns.seqs[i:i + size]) for i in range(0, n, size)]
+    out, at = [], 0
+    for i in range(0, n, size):
+        counts = columns.header_counts[i:i + size]
+        end = at + sum(counts)
+        out.append(EventColumns(columns.bodies[i:i + size], columns.seqs[i:i + size], counts,
+                                columns.header_keys[at:end], columns.header_values[at:end]))
+        at = end
+    return out
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a put of a batch ended: ``duplicate`` (the downstream held all of it already), or
+    ``error`` (of the first part that failed) and ``in_doubt`` (it may be stored downstream: it
+    then stays pinned to that sink)."""
+
+    duplicate: bool = False
+    error: IngestError | None = None
+    in_doubt: bool = False
+
+
+@dataclass
+class InFlight:
+    """The batch being forwarded (see the module doc); ``in_doubt``: the sink it is pinned to."""
+
+    batch_id: str
+    first_seq: int
+    last_seq: int
+    count: int
+    in_doubt: str | None = None
+
+    def matches(self, columns: EventColumns) -> bool:
+        return (len(columns) == self.count and columns.seqs[0] == self.first_seq
+                and columns.seqs[-1] == self.last_seq)
+
+
+class Downstream:
+    """One forward sink: the client of its downstream agent, its counters and its penalty."""
+
+    def __init__(self, name: str, settings: ForwardSinkSettings) -> None:
+        self.name, self.settings = name, settings
+        token = None
+        if settings.token_env is not None:
+            token = os.environ.get(settings.token_env, "")
+            if not token:
+                raise ConfigError(f"environment variable {settings.token_env} (the downstream's bearer token) is "
+                                  "unset or empty", key=f"sinks.{name}.token_env")
+        names = {"ca": f"sinks.{name}.tls_ca", "cert": f"sinks.{name}.tls_cert", "key": f"sinks.{name}.tls_key"}
+        self.client = AgentClient(settings.address, token=token, tls_ca=settings.tls_ca, tls_cert=settings.tls_cert,
+                                  tls_key=settings.tls_key, tls_server_name=settings.tls_server_name,
+                                  max_message_bytes=settings.max_message_bytes, timeout=settings.timeout,
+                                  tls_names=names, channel_options=RECONNECT_OPTIONS)
+        self.failures = 0  # consecutive; 0 after a success
+        self.available_at = 0.0  # time.monotonic() when the penalty ends
+        self._lock = threading.Lock()
+        self._counts = {"batches": 0, "events": 0, "duplicate_batches": 0, "failures": 0, "in_doubt_failures": 0}
+        self._ack = Histogram()
+        self.last_error = ""
+        self._pool: ThreadPoolExecutor | None = None
+
+    def put(self, columns: EventColumns, batch_id: str) -> PutAck:
+        return self.client.put_columns(columns, channel=self.settings.downstream_channel, batch_id=batch_id)
+
+    def put_batch(self, columns: EventColumns, batch_id: str) -> Outcome:
+        """Put the batch (in ``parallel_puts`` parts, concurrently); a failure is returned, with
+        whether the batch may be stored downstream (``in_doubt``)."""
+        parts = split_parts(columns, self.settings.parallel_puts)
+        if len(parts) == 1:
+            try:
+                return Outcome(duplicate=self.put(columns, batch_id).duplicate)
+            except IngestError as err:
+                return Outcome(error=err, in_doubt=not self.definitive(err))
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.settings.parallel_puts, thread_name_prefix=f"sink-{self.name}")
+        futures = [self._pool.submit(self.put, part, f"{batch_id}/{i}") for i, part in enumerate(parts)]
+        wait(futures)  # every part ends before the batch is retried or rolled back
+        errors = [f.exception() for f in futures if f.exception() is not None]
+        if errors:
+            first = errors[0]
+            assert first is not None
+            if not isinstance(first, IngestError):
+                raise first
+            stored_some = len(errors) < len(futures)  # a part was stored: the batch must stay with this sink
+            in_doubt = stored_some or not all(isinstance(e, IngestError) and self.definitive(e) for e in errors)
+            return Outcome(error=first, in_doubt=in_doubt)
+        return Outcome(duplicate=all(f.result().duplicate for f in futures))
+
+    def definitive(self, err: IngestError) -> bool:
+        """True when the failed put certainly stored nothing downstream (the batch may go elsewhere)."""
+        if isinstance(err, RequestTooLargeError):
+            return True
+        if isinstance(err, AgentUnavailableError):  # gRPC's own: only "could not connect" is certain
+            text = str(err).lower()
+            return "failed to connect" in text or "connection refused" in text
+        # an error the downstream agent reported: its put raised, so nothing was committed, unless
+        # its pipeline commits to several channels (one may have committed before another failed)
+        return type(err).__name__ != "RemoteError" and self.settings.downstream_channel is not None
+
+    def acked(self, events: int, seconds: float, duplicate: bool) -> None:
+        with self._lock:
+            self._counts["batches"] += 1
+            self._counts["events"] += events  # acknowledged: stored now, or by the put whose ack was lost
+            self._counts["duplicate_batches"] += int(duplicate)
+            self._ack.observe(seconds)
+        self.failures = 0
+
+    def failed(self, err: IngestError, in_doubt: bool) -> None:
+        with self._lock:
+            self._counts["failures"] += 1
+            self._counts["in_doubt_failures"] += int(in_doubt)
+        self.failures += 1
+        self.last_error = f"{type(err).__name__}: {err}"
+
+    def ack_histogram(self) -> Histogram:
+        with self._lock:
+            return Histogram(self._ack.buckets, list(self._ack.counts), self._ack.total, self._ack.count)
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            counts = dict(self._counts)
+            ack = (self._ack.total / self._ack.count) if self._ack.count else 0.0
+        wait = max(0.0, self.available_at - time.monotonic())
+        return {**counts, "address": self.settings.address, "ack_seconds_mean": round(ack, 6),
+                "consecutive_failures": self.failures, "penalty_seconds_left": round(wait, 3),
+                "last_error": self.last_error}
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        self.client.close()
+
+
+class SinkGroup:
+    """The thread that empties ``channel`` through ``sinks`` (see the module doc)."""
+
+    def __init__(self, name: str, channel: FileChannel, sinks: list[Downstream], processor: Processor,
+                 state_dir: Path, *, min_penalty: float, max_penalty: float,
+                 release_in_doubt_after: float = 0.0) -> None:
+        first = sinks[0].settings
+        self.name, self.channel, self.sinks, self.processor = name, channel, sinks, processor
+        self.batch_size, self.linger = first.batch_size, first.linger
+        self.hop_header, self.max_hops = first.hop_header, first.max_hops
+        self.min_penalty, self.max_penalty = min_penalty, max_penalty
+        self.release_in_doubt_after = release_in_doubt_after
+        self._pinned_since: float | None = None  # time.monotonic() of the first in-doubt failure of the batch
+        self._released_from: str | None = None  # the sink a released batch was in doubt at: tried last
+        self._record_path = state_dir / RECORD
+        self._fs = OsFileSystem()
+        self.inflight = self._load_record()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._first_seen: float | None = None
+        self._lock = threading.Lock()
+        self._counts = {"batches": 0, "events": 0, "dropped_looping": 0, "errors": 0, "released_in_doubt": 0}
+        self.error = ""
+
+    # -- life cycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=f"sink-group-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("sink group %s did not stop within %.1fs (a put is still waiting for its answer); "
+                            "its take is rolled back when the channel closes", self.name, timeout)
+            self._thread = None
+        for sink in self.sinks:
+            sink.close()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            counts = dict(self._counts)
+        inflight = self.inflight
+        return {**counts, "running": self.running, "processor": self.processor.kind,
+                "channel": self.channel_name, "inflight": asdict(inflight) if inflight else None,
+                "sinks": {sink.name: sink.stats() for sink in self.sinks}}
+
+    @property
+    def channel_name(self) -> str:
+        return self.sinks[0].settings.channel
+
+    # -- the loop ---------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                pause = self.step()
+            except Exception as err:
+                with self._lock:
+                    self._counts["errors"] += 1
+                self.error = f"{type(err).__name__}: {err}"
+                log.exception("sink group %s: unexpected error; retrying in 1s", self.name)
+                pause = 1.0
+            if pause and self._stop.wait(pause):
+                return
+
+    def step(self) -> float:
+        """Forward at most one batch; returns how long to wait before the next step (0: at once)."""
+        inflight = self.inflight
+        if inflight is None:
+            wait = self._linger()
+            if wait:
+                return wait
+        elif inflight.in_doubt is not None:
+            self._maybe_release(inflight)
+        candidates = [s for s in self.sinks if s.name != self._released_from] or self.sinks
+        sink, wait = self.processor.pick(candidates, inflight.in_doubt if inflight else None)
+        if sink is None:
+            return min(max(wait, IDLE_POLL), 1.0)
+        tx = self.channel.transaction()
+        try:
+            return self._forward(tx, sink, inflight)
+        finally:
+            if tx.state is TxnState.OPEN:
+                tx.rollback()
+
+    def _maybe_release(self, inflight: InFlight) -> None:
+        """Unpin a batch in doubt once ``release_in_doubt_after`` has passed (0: never)."""
+        now = time.monotonic()
+        if self._pinned_since is None:
+            self._pinned_since = now  # pinned before a restart: the clock starts now
+        if not self.release_in_doubt_after or now - self._pinned_since < self.release_in_doubt_after:
+            return
+        log.warning("sink group %s: batch %s has been in doubt at sink %s for %.0fs (release_in_doubt_after); any "
+                    "sink may take it now, and it is stored twice if %s had stored it", self.name, inflight.batch_id,
+                    inflight.in_doubt, now - self._pinned_since, inflight.in_doubt)
+        self._released_from, inflight.in_doubt = inflight.in_doubt, None
+        self._write_record(inflight)
+        self._pinned_since = None
+        with self._lock:
+            self._counts["released_in_doubt"] += 1
+
+    def _linger(self) -> float:
+        queued = len(self.channel)
+        if not queued:
+            self._first_seen = None
+            return IDLE_POLL
+        now = time.monotonic()
+        if self._first_seen is None:
+            self._first_seen = now
+        if queued < self.batch_size and now - self._first_seen < self.linger:
+            return min(IDLE_POLL, self.linger - (now - self._first_seen))
+        return 0.0
+
+    def _forward(self, tx: Any, sink: Downstream, inflight: InFlight | None) -> float:
+        columns = tx.take_columns(inflight.count if inflight else self.batch_size)
+        if not len(columns):
+            return IDLE_POLL
+        if inflight is not None and not inflight.matches(columns):
+            log.info("sink group %s: batch %s was committed before a restart; dropping its record",
+                     self.name, inflight.batch_id)
+            tx.rollback()
+            self._clear_record()
+            return 0.0
+        forward, dropped = add_hop(columns, self.hop_header, self.max_hops)
+        if dropped:
+            log.warning("sink group %s: dropped %d events that were already forwarded %d times or more (%s >= "
+                        "max_hops %d): a forwarding loop, or more tiers than max_hops", self.name, dropped,
+                        self.max_hops, self.hop_header, self.max_hops)
+        if inflight is None:
+            inflight = InFlight(forward_batch_id(self.channel.channel_id, columns.seqs[0], len(columns)),
+                                columns.seqs[0], columns.seqs[-1], len(columns))
+        if len(forward):
+            if inflight.in_doubt != sink.name:
+                inflight.in_doubt = sink.name  # durable before the request can reach the downstream
+                self._write_record(inflight)
+            started = time.perf_counter()
+            outcome = sink.put_batch(forward, inflight.batch_id)
+            if outcome.error is not None:
+                return self._failed(tx, sink, inflight, outcome.error, outcome.in_doubt)
+            sink.acked(len(forward), time.perf_counter() - started, outcome.duplicate)
+        tx.commit()
+        self._clear_record()
+        self._first_seen = None
+        self.processor.succeeded(sink)
+        with self._lock:
+            self._counts["batches"] += 1
+            self._counts["events"] += len(forward)
+            self._counts["dropped_looping"] += dropped
+        return 0.0
+
+    def _failed(self, tx: Any, sink: Downstream, inflight: InFlight, err: IngestError, in_doubt: bool) -> float:
+        tx.rollback()
+        sink.failed(err, in_doubt)
+        penalty = min(self.max_penalty, self.min_penalty * 2 ** (sink.failures - 1)) * random.uniform(0.5, 1.0)
+        sink.available_at = time.monotonic() + penalty
+        self.processor.failed(sink)
+        if not in_doubt:
+            inflight.in_doubt = None  # any sink may take it now
+            self._write_record(inflight)
+        elif self._pinned_since is None:
+            self._pinned_since = time.monotonic()
+        log.warning("sink group %s: put of batch %s (%d events) to %s (%s) failed%s; sink set aside for %.2fs: %s",
+                    self.name, inflight.batch_id, inflight.count, sink.name, sink.settings.address,
+                    " in doubt (retried there only)" if in_doubt else "", penalty, err)
+        return 0.0
+
+    # -- the in-flight record ---------------------------------------------------------------
+    def _load_record(self) -> InFlight | None:
+        try:
+            document = json.loads(self._record_path.read_text())
+            return InFlight(**document)
+        except FileNotFoundError:
+            return None
+        except (ValueError, TypeError) as err:
+            raise ConfigError(f"{self._record_path} is not a sink group in-flight record ({err}); it is written "
+                              "atomically, so something else wrote it: restore it, or remove it knowing that the "
+                              "batch in flight may then be forwarded twice", key=f"sink_groups.{self.name}") from None
+
+    def _write_record(self, inflight: InFlight) -> None:
+        self._record_path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(self._fs, str(self._record_path), json.dumps(asdict(inflight)).encode())
+        self.inflight = inflight
+
+    def _clear_record(self) -> None:
+        if self.inflight is not None or self._record_path.exists():
+            self._record_path.unlink(missing_ok=True)  # a crash before this: the head no longer matches it
+        self.inflight = None
+        self._pinned_since = self._released_from = None

@@ -1,0 +1,131 @@
+"""Builds the definitions of a channel from its settings: what the component's instance yields.
+
+One call per channel produces: the channel's observable source asset and its five checks, the
+landing asset and its two checks, the hourly curated asset and its check, three jobs (land,
+curate, check), the landing sensor, the curated sensor, the channel observer sensor, the drain
+schedule, and the channel's three resources (:class:`~ingest_toolkit.dagster.resources.ResourceKeys`).
+:class:`~ingest_toolkit.dagster.component.IngestChannelComponent` calls
+:func:`build_channel_definitions` for its channel; :func:`build_definitions` merges several (tests,
+and a code location that lists its channels in Python rather than in ``defs.yaml`` files).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import dagster as dg
+
+from ingest_toolkit.errors import ConfigError
+from ingest_toolkit.land.config import LandingConfig, load_landing_config
+from ingest_toolkit.orchestrate.settings import ChannelSpec, OrchestrationSettings
+
+from .assets import build_curated_asset, build_landing_asset
+from .checks import build_channel_checks, build_data_checks
+from .curated_sensor import build_curated_sensor
+from .naming import (
+    channel_key,
+    checks_job_name,
+    curated_job_name,
+    curated_key,
+    curated_pool_name,
+    landed_key,
+    landing_job_name,
+    landing_pool_name,
+)
+from .observations import build_channel_asset, build_observer_sensor
+from .partitions import channel_partitions
+from .resources import CuratedResource, LandingResource, ResourceKeys, SparkResource, env_or
+from .sensors import build_drain_schedule, build_landing_sensor
+
+__all__ = ["ChannelOptions", "build_channel_definitions", "build_definitions", "build_resources"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChannelOptions:
+    """What one channel's definitions may set beyond the shared settings (a component instance's
+    ``defs.yaml``): the landing root and agent (override ``landing_conf``'s), the pools."""
+
+    landing_root: str | None = None
+    agent: str | None = None
+    landing_pool: str | None = None  # default landing-<channel>
+    curated_pool: str | None = None  # default curated-<channel>
+
+
+def build_channel_definitions(spec: ChannelSpec, settings: OrchestrationSettings,
+                              options: ChannelOptions | None = None,
+                              resources: dict[str, dg.ConfigurableResource] | None = None) -> dg.Definitions:
+    """Everything Dagster needs for one channel, its resources included (default :func:`build_resources`)."""
+    options = options or ChannelOptions()
+    keys = ResourceKeys.of(spec.name)
+    land_job = dg.define_asset_job(
+        landing_job_name(spec.name), selection=dg.AssetSelection.assets(landed_key(spec.name)),
+        description=f"Land channel {spec.name} (then check the landed table).",
+        tags={"ingest/channel": spec.name, "ingest/landing": spec.name})
+    curate_job = dg.define_asset_job(
+        curated_job_name(spec.name), selection=dg.AssetSelection.assets(curated_key(spec.name)),
+        description=f"Build curated hours of channel {spec.name}.",
+        tags={"ingest/channel": spec.name, "ingest/curated": spec.name})
+    checks_job = dg.define_asset_job(
+        checks_job_name(spec.name),
+        selection=dg.AssetSelection.checks_for_assets(channel_key(spec.name), landed_key(spec.name),
+                                                      curated_key(spec.name)),
+        description=f"Every on-call check of channel {spec.name} and its tables.")
+    # one start for the curated asset and its sensor
+    partitions = channel_partitions(spec, settings, options.landing_root)
+    return dg.Definitions(
+        assets=[build_channel_asset(spec),
+                build_landing_asset(spec, settings, keys, options.landing_pool or landing_pool_name(spec.name)),
+                build_curated_asset(spec, settings, partitions, keys,
+                                    options.curated_pool or curated_pool_name(spec.name))],
+        asset_checks=[*build_channel_checks(spec, settings, keys), *build_data_checks(spec, settings, keys)],
+        jobs=[land_job, curate_job, checks_job],
+        sensors=[build_landing_sensor(spec, settings, land_job),
+                 build_curated_sensor(spec, settings, curate_job, partitions),
+                 build_observer_sensor(spec, settings)],
+        schedules=[build_drain_schedule(spec, settings, land_job)],
+        resources=resources if resources is not None else build_resources(settings, spec, options))
+
+
+def build_resources(settings: OrchestrationSettings, spec: ChannelSpec,
+                    options: ChannelOptions | None = None) -> dict[str, dg.ConfigurableResource]:
+    """The channel's resources (keys :meth:`ResourceKeys.of` it), from ``landing_conf``, the
+    options and the settings loaders' variables (``INGEST_<TABLE>__<KEY>``).
+
+    The fields hold the values in effect (the resource page shows where the landing writes, which
+    agent it takes through, which Spark master it uses), read from ``landing_conf`` when the
+    definitions load; a value of ``options`` wins, else a variable set where they load appears as
+    EnvVar (:func:`env_or`). A run loads the definitions again in its own process, so a variable
+    set only where runs execute applies too. A landing configuration that cannot be read leaves
+    the fields empty (the runs report the problem). ``INGEST_DAGSTER__CURATED_ROOT`` is part of
+    the ``[dagster]`` settings (read at load).
+    """
+    options = options or ChannelOptions()
+    keys = ResourceKeys.of(spec.name)
+    landing = _landing_config(settings)
+    spark = landing.spark if landing is not None else None
+    return {
+        keys.landing: LandingResource(
+            landing_conf=settings.landing_conf,
+            root=options.landing_root or env_or("INGEST_LANDING__ROOT", landing.root if landing else None),
+            agent=options.agent or env_or("INGEST_LANDING__AGENT", landing.agent if landing else None),
+            agent_token=env_or("INGEST_AGENT_TOKEN", None)),
+        keys.spark: SparkResource(landing_conf=settings.landing_conf,
+                                  master=env_or("INGEST_SPARK__MASTER", spark.master if spark else None),
+                                  remote=env_or("INGEST_SPARK__REMOTE", spark.remote if spark else None)),
+        keys.curated: CuratedResource(root=env_or("INGEST_DAGSTER__CURATED_ROOT", settings.curated_root)),
+    }
+
+
+def _landing_config(settings: OrchestrationSettings) -> LandingConfig | None:
+    try:
+        return load_landing_config(settings.landing_conf)
+    except ConfigError as err:
+        logging.getLogger(__name__).warning("the landing resource shows no values: %s", err)
+        return None
+
+
+def build_definitions(settings: OrchestrationSettings, specs: list[ChannelSpec]) -> dg.Definitions:
+    """The definitions of several channels with the same settings (each with its own resources)."""
+    return dg.Definitions.merge(*(build_channel_definitions(spec, settings) for spec in specs))
+
