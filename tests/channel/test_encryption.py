@@ -123,8 +123,9 @@ def test_encrypted_channel_round_trips_and_writes_version_2_headers(tmp_path: Pa
 
 def test_no_event_bytes_in_clear_in_any_file(tmp_path: Path) -> None:
     """Bodies and header values, put in small and spilled transactions, taken, rolled back,
-    checkpointed: none of their bytes appear in any file of the channel."""
-    with FileChannel(**keyed(tmp_path)) as channel:
+    checkpointed (with a backup copy): none of their bytes appear in any file of the channel."""
+    backup = {"backup_checkpoint_dir": str(tmp_path / "backup")}
+    with FileChannel(**keyed(tmp_path, **backup)) as channel:
         put(channel, 0, 50)
         put(channel, 50, 60)  # over spill_bytes: frames written ahead of the commit
         tx = channel.transaction()
@@ -134,11 +135,12 @@ def test_no_event_bytes_in_clear_in_any_file(tmp_path: Path) -> None:
             take_tx.take(20)
         channel.checkpoint()
         put(channel, 300, 5)
-    with FileChannel(**keyed(tmp_path)) as channel:  # a second session, a second checkpoint
+    with FileChannel(**keyed(tmp_path, **backup)) as channel:  # a second session, a second checkpoint
         put(channel, 400, 5)
         channel.checkpoint()
     files = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "keys"]
     assert any(p.name == "checkpoint.meta" for p in files) and any(p.name.endswith(".queue") for p in files)
+    assert any(p.parent.name == "backup" and p.name.endswith(".queue") for p in files)
     for path in files:
         data = path.read_bytes()
         assert SECRET not in data and HEADER_SECRET.encode() not in data, path
