@@ -133,7 +133,7 @@ def checkpoint_meta_fields(checkpoint_dir: str) -> dict[str, Any] | None:
     fields: dict[str, Any] = MessageToDict(
         meta, preserving_proto_field_name=True, always_print_fields_with_no_presence=True, use_integers_for_enums=True)
     for field in meta.DESCRIPTOR.fields:  # 64-bit integers come out as strings in proto3 JSON
-        if field.cpp_type in _INT64 and field.label != field.LABEL_REPEATED and isinstance(fields.get(field.name), str):
+        if field.cpp_type in _INT64 and not field.is_repeated and isinstance(fields.get(field.name), str):
             fields[field.name] = int(fields[field.name])
     fields["channel_id"] = str(uuid.UUID(bytes=meta.channel_id))
     fields["log_refcounts"] = {str(k): int(v) for k, v in meta.log_refcounts.items()}
