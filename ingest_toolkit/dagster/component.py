@@ -40,6 +40,7 @@ from ingest_toolkit.orchestrate.settings import (
     conf_dir,
     load_channel_specs,
     load_orchestration_settings,
+    remote_channel_spec,
 )
 from ingest_toolkit.settings import validation_problems
 
@@ -107,7 +108,7 @@ class ChecksAttributes(dg.Model):
 # defs.yaml attribute path -> OrchestrationSettings field
 _SETTING_OF: dict[tuple[str, ...], str] = {
     ("agent_conf",): "agent_conf", ("landing_conf",): "landing_conf", ("curated_root",): "curated_root",
-    ("batches_per_run",): "batches_per_run",
+    ("batches_per_run",): "batches_per_run", ("observe",): "observe",
     ("partitions", "start"): "partitions_start", ("partitions", "timezone"): "timezone",
     ("schedule", "drain_cron"): "drain_cron",
     ("sensor", "min_backlog"): "sensor_min_backlog",
@@ -176,6 +177,9 @@ def defs_yaml(type_name: str, channel: str, agent_conf: str = "conf/agent.toml",
         f"  agent_conf: {agent_conf}",
         "  # Take through this agent's gRPC API (leased takes) instead of opening the channel in-process:",
         f"  agent: {agent}" if agent else "  # agent: 127.0.0.1:7431",
+        "  # In a fleet (the same channel on several agents): names of the definitions start with this:",
+        "  # agent_name: agg1",
+        line(f"  observe: {d.observe}", "state from the directories (local), the agent's status (remote)"),
         line("  landing_conf: conf/landing.toml", "Spark settings and the landing defaults"),
         line("  landing_root: var/landing", f"path or URI (hdfs://, s3a://); Parquet under <root>/{channel}"),
         line(f"  curated_root: {d.curated_root}"),
@@ -227,6 +231,13 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
         "the channel's data directories as this host sees them (default: agent_conf's)")] = None
     agent: Annotated[str | None, _doc(
         "host:port: take through this agent's gRPC API (leased takes) instead of in-process")] = None
+    agent_name: Annotated[str | None, _doc(
+        "the agent's name in a fleet: the names of this instance's assets, jobs, sensors, schedule, pools and "
+        "resources start with it (agg1_events_landed), so the same channel of several agents can live in "
+        "one code location")] = None
+    observe: Annotated[str | None, _doc(
+        'where the sensors and channel checks read the channel\'s state: "auto" (the agent\'s gRPC status when '
+        'agent is set and checkpoint_dir cannot be read here), "local" or "remote"')] = None
     landing_conf: Annotated[str | None, _doc(
         "Spark settings and landing defaults (default <conf dir>/landing.toml)")] = None
     landing_root: Annotated[str | None, _doc(
@@ -298,8 +309,12 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
         try:
             specs = {spec.name: spec for spec in load_channel_specs(settings.agent_conf)}
         except ConfigError as err:
+            if self.agent and not Path(settings.agent_conf).exists():
+                return self.remote_spec()
             raise ConfigError(f"{where}: attributes.agent_conf: {err}", key="attributes.agent_conf") from None
         spec = specs.get(self.channel)
+        if spec is None and self.agent:
+            spec = self.remote_spec()
         if spec is None:
             raise ConfigError(f"{where}: attributes.channel: {self.channel!r} is not a channel of "
                               f"{settings.agent_conf} (its channels: {', '.join(specs) or 'none'}); name one of them "
@@ -312,4 +327,11 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
         if moved:
             spec = spec.model_copy(update={**moved, "data_dirs": tuple(moved.get("data_dirs", spec.data_dirs)),
                                            "settings": {**spec.settings, **moved}})
-        return spec
+        return spec.model_copy(update={"agent_name": self.agent_name}) if self.agent_name else spec
+
+    def remote_spec(self) -> ChannelSpec:
+        """A channel known only by its agent (no agent configuration here): its state comes from the
+        agent's status (capacity, checkpoint interval: from its checkpoint.meta), its runs take
+        through it."""
+        return remote_channel_spec(self.channel, self.agent_name, self.checkpoint_dir or "",
+                                   tuple(self.data_dirs or ()))
