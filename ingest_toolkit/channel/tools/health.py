@@ -24,6 +24,7 @@ from array import array
 from dataclasses import dataclass
 from typing import Any
 
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.json_format import MessageToDict
 
 from ...errors import CheckpointInvalid, IngestError
@@ -128,8 +129,10 @@ def checkpoint_meta_fields(checkpoint_dir: str) -> dict[str, Any] | None:
     meta = decode_meta(data, path)
     fields: dict[str, Any] = MessageToDict(
         meta, preserving_proto_field_name=True, always_print_fields_with_no_presence=True, use_integers_for_enums=True)
+    by_name = meta.DESCRIPTOR.fields_by_name
+    wide = (FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64)
     for key, value in list(fields.items()):  # 64-bit integers come out as strings in proto3 JSON
-        if isinstance(value, str) and key not in ("channel_id", "queue_file", "inflight_file"):
+        if isinstance(value, str) and key in by_name and by_name[key].cpp_type in wide:
             fields[key] = int(value)
     fields["channel_id"] = str(uuid.UUID(bytes=meta.channel_id))
     fields["log_refcounts"] = {str(k): int(v) for k, v in meta.log_refcounts.items()}
