@@ -136,21 +136,25 @@ class IngestChannelScaffolder(Scaffolder["IngestChannelScaffoldParams"]):
         target = request.target_path / "defs.yaml"
         if target.exists():
             raise ConfigError(f"{target} exists: scaffold overwrites nothing; edit it or remove it", key="defs.yaml")
-        target.write_text(defs_yaml(request.type_name, channel, params.agent_conf, params.agent), encoding="utf-8")
+        target.write_text(defs_yaml(request.type_name, channel, params.agent_conf, params.agent, params.agent_name),
+                          encoding="utf-8")
 
 
 class IngestChannelScaffoldParams(BaseModel):
     channel: str | None = None  # default: the name of the target directory
     agent_conf: str = "conf/agent.toml"
     agent: str | None = None
+    agent_name: str | None = None  # a fleet: the agent's name, which the definitions' names start with
 
 
 _YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "y", "n", "null", "nan", "inf"}
 
 
-def defs_yaml(type_name: str, channel: str, agent_conf: str = "conf/agent.toml", agent: str | None = None) -> str:
+def defs_yaml(type_name: str, channel: str, agent_conf: str = "conf/agent.toml", agent: str | None = None,
+              agent_name: str | None = None) -> str:
     """The ``defs.yaml`` the scaffolder writes: the channel, where it lives, and every setting at its default."""
     d = OrchestrationSettings.model_validate({})
+    node = f"{agent_name}_{channel}" if agent_name else channel
 
     def line(text: str, comment: str = "") -> str:
         return f"{text:<39}# {comment}".rstrip() if comment else text
@@ -178,7 +182,7 @@ def defs_yaml(type_name: str, channel: str, agent_conf: str = "conf/agent.toml",
         "  # Take through this agent's gRPC API (leased takes) instead of opening the channel in-process:",
         f"  agent: {agent}" if agent else "  # agent: 127.0.0.1:7431",
         "  # In a fleet (the same channel on several agents): names of the definitions start with this:",
-        "  # agent_name: agg1",
+        f"  agent_name: {text(agent_name)}" if agent_name else "  # agent_name: agg1",
         line(f"  observe: {d.observe}", "state from the directories (local), the agent's status (remote)"),
         line("  landing_conf: conf/landing.toml", "Spark settings and the landing defaults"),
         line("  landing_root: var/landing", f"path or URI (hdfs://, s3a://); Parquet under <root>/{channel}"),
@@ -197,8 +201,8 @@ def defs_yaml(type_name: str, channel: str, agent_conf: str = "conf/agent.toml",
         line(f"    retry_seconds: {d.sensor_retry_seconds}", "... each this long after it ended"),
         line(f"    observe_interval_seconds: {d.observe_interval_seconds}", "the channel's state, for the plots"),
         line("  pools:", "their limits: the instance's dagster.yaml"),
-        line(f"    landing: {text(f'landing-{channel}')}"),
-        line(f"    curated: {text(f'curated-{channel}')}"),
+        line(f"    landing: {text(f'landing-{node}')}"),
+        line(f"    curated: {text(f'curated-{node}')}"),
         "  checks:",
         line(f"    checkpoint_stale_factor: {d.checkpoint_stale_factor}"),
         line(f"    checkpoint_stale_when_stopped: {flag(d.checkpoint_stale_when_stopped)}"),
@@ -219,7 +223,8 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
     The channel is a channels table of the agent configuration (agent_conf). Keys left out take
     their value from the dagster table of dagster_conf (default conf/dagster.toml), else the
     toolkit's defaults. Scaffold options: --channel (default: the directory's name), --agent-conf,
-    --agent (host:port, to take through that agent). docs/dagster.md has every key.
+    --agent (host:port, to take through that agent), --agent-name (a fleet: the definitions' names
+    start with it). docs/dagster.md has every key.
     """
 
     channel: Annotated[str, _doc("the channel: a [channels.<name>] table of agent_conf")]
