@@ -58,7 +58,7 @@ def test_the_trigger_polls_the_agent_status_with_the_connections_token_and_tls(
     sensor = ChannelBacklogSensor(task_id="wait", channel="events", conf_dir=str(_conf(tmp_path, cert)),
                                   agent_conn_id="agg_agent")
     with pytest.raises(TaskDeferred) as deferred:
-        sensor.execute({})  # type: ignore[arg-type]
+        sensor.execute({})
     trigger = deferred.value.trigger
     assert isinstance(trigger, ChannelBacklogTrigger)
     assert trigger.agent is not None and trigger.agent["address"] == agent.server.address
