@@ -117,7 +117,8 @@ def build_channel_asset(spec: ChannelSpec, settings: OrchestrationSettings | Non
                         f"{observer_sensor_name(spec.node)} as observations; its checks read checkpoint.meta "
                         "and the segment files without a lock.",
             metadata={"checkpoint_dir": spec.checkpoint_dir, "data_dirs": list(spec.data_dirs),
-                      "capacity": dg.MetadataValue.text(f"{spec.capacity:,}")})
+                      "capacity": dg.MetadataValue.text(f"{spec.capacity:,}"),
+                      **({"agent": access.address} if access is not None else {})})
         def channel() -> dg.ObserveResult:
             mode = settings.observe if settings is not None else "auto"
             observation, _summary = channel_observation(spec, state_source(spec, access, mode))

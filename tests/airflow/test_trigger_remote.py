@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
-from ingest_toolkit.airflow import ChannelBacklogSensor, ChannelBacklogTrigger
+from ingest_toolkit.airflow import ChannelBacklogSensor, ChannelBacklogTrigger, ChannelCheckOperator
+from ingest_toolkit.airflow.operators import CHANNEL_CHECKS, CheckFailedError
 from ingest_toolkit.channel import Event
 from ingest_toolkit.orchestrate.settings import OrchestrationSettings
 from ingest_toolkit.security import TlsSettings
@@ -85,3 +86,23 @@ def test_an_absent_agent_is_a_reason_that_names_it(tmp_path: Path, monkeypatch: 
                                     agent_conn_id="agg_agent")
     event, reason = trigger.poll(OrchestrationSettings.model_validate({}))
     assert event is None and f"agent {address} did not serve the status of channel events" in reason
+
+
+def test_every_channel_check_task_judges_the_connections_agent(
+        start_agent: StartAgent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    cert, key = self_signed(tmp_path / "tls")
+    agent = start_agent(tls=TlsSettings(cert_file=cert, key_file=key), token=TOKEN, checkpoint_interval=30)
+    _put(agent, 30)
+    conf = _conf(tmp_path, cert)
+    _connection(monkeypatch, agent.server.address, cert, TOKEN)
+    for check in CHANNEL_CHECKS:
+        task = ChannelCheckOperator(task_id=check, check=check, channel="events", conf_dir=str(conf),
+                                    agent_conn_id="agg_agent")
+        outcome = task.execute({})
+        assert outcome["passed"], outcome
+        assert outcome["metadata"]["state_from"] == f"agent {agent.server.address} (gRPC status)"
+    _connection(monkeypatch, agent.server.address, cert, "a-wrong-token")
+    task = ChannelCheckOperator(task_id="fresh", check="checkpoint_fresh", channel="events", conf_dir=str(conf),
+                                agent_conn_id="agg_agent")
+    with pytest.raises(CheckFailedError, match=f"agent {agent.server.address} did not serve the status"):
+        task.execute({})
