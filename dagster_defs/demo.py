@@ -33,18 +33,25 @@ from typing import TYPE_CHECKING
 
 from ingest_toolkit.cli_common import output_console
 from ingest_toolkit.errors import IngestError
+from ingest_toolkit.extras import extra_for
 
-from .demo_pipeline import Outcome, check_table, run_pipeline
-from .demo_steps import (
-    Agent,
-    DemoPaths,
-    clear,
-    prepare_instance,
-    use_demo_configuration,
-    wait_ingested,
-    write_demo_conf,
-    write_spool_files,
-)
+try:
+    from .demo_pipeline import Outcome, check_table, run_pipeline
+    from .demo_steps import (
+        Agent,
+        DemoPaths,
+        clear,
+        prepare_instance,
+        use_demo_configuration,
+        wait_ingested,
+        write_demo_conf,
+        write_spool_files,
+    )
+except ImportError as err:  # an install without the [dagster] extra: one line, nothing touched
+    missing = extra_for(err, "python -m dagster_defs.demo")
+    if missing is None:
+        raise
+    sys.exit(f"error: {missing} (from a checkout: pip install -e '.[dagster]')")
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -20,6 +20,7 @@ from rich.table import Table
 from .channel import Event, FileChannel, tools
 from .channel.checkpoint import read_checkpoint_meta
 from .channel.config import ChannelConfig, load_channel_settings
+from .channel.crypto import KeyChain, load_keyring
 from .channel.lock import lock_holder
 from .channel.tools import render
 from .channel.tools.common import PhaseProgress
@@ -143,6 +144,29 @@ def _channel_options(command: F) -> F:
     return command
 
 
+def _key_options(command: F) -> F:
+    options = [
+        click.option("--key-file", type=click.Path(dir_okay=False), help="Encryption keys of an encrypted channel: "
+                     "a key file of '<key id>:<key>' entries, mode 0600 (default: the channel's "
+                     "encryption_key_file from --conf)."),
+        click.option("--key-env", help="...or the environment variable holding them (default: the channel's "
+                                       "encryption_key_env from --conf)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _keys(key_file: str | None, key_env: str | None, conf_path: Path | None, channel: str | None,
+          from_conf: bool) -> KeyChain:
+    """The keys the tools read encrypted segments with: the options, else the channel's settings
+    when the channel was named by ``--conf``."""
+    if key_file is None and key_env is None and from_conf:
+        settings = find_channel(conf_path or DEFAULT_AGENT_CONF, channel).settings
+        key_file, key_env = settings.get("encryption_key_file"), settings.get("encryption_key_env")
+    return KeyChain(load_keyring(key_file=key_file, key_env=key_env, active=None))
+
+
 def _directories(checkpoint_dir: str | None, data_dirs: tuple[str, ...], conf_path: Path | None,
                  channel: str | None) -> tuple[str, list[str]]:
     """The channel's directories from ``--checkpoint-dir``/``--data-dir``, or by name from
@@ -204,13 +228,15 @@ def channel_inspect(conf_path: Path | None, channel_name: str | None, checkpoint
 
 @channel_group.command("verify")
 @_channel_options
+@_key_options
 def channel_verify(conf_path: Path | None, channel_name: str | None, checkpoint_dir: str | None,
-                   data_dirs: tuple[str, ...], as_json: bool) -> None:
+                   data_dirs: tuple[str, ...], as_json: bool, key_file: str | None, key_env: str | None) -> None:
     """Check a stopped channel: reference counts, log files, checkpoint against a full replay,
     damaged records. Exit code 0 when healthy, 1 when anything was found."""
+    directories = _directories(checkpoint_dir, data_dirs, conf_path, channel_name)
+    keys = _keys(key_file, key_env, conf_path, channel_name, from_conf=not checkpoint_dir)
     with _progress(not as_json) as progress:
-        report = tools.verify_channel(*_directories(checkpoint_dir, data_dirs, conf_path, channel_name),
-                                      progress=progress)
+        report = tools.verify_channel(*directories, progress=progress, keys=keys)
     if as_json:
         _print_json(report.to_json())
     else:
@@ -223,16 +249,19 @@ def channel_verify(conf_path: Path | None, channel_name: str | None, checkpoint_
 @_channel_options
 @click.option("--dry-run", is_flag=True, help="Report what would be repaired; change nothing.")
 @click.option("--yes", is_flag=True, help="Apply the repair (required unless --dry-run).")
+@_key_options
 def channel_repair(conf_path: Path | None, channel_name: str | None, checkpoint_dir: str | None,
-                   data_dirs: tuple[str, ...], as_json: bool, dry_run: bool, yes: bool) -> None:
+                   data_dirs: tuple[str, ...], as_json: bool, dry_run: bool, yes: bool, key_file: str | None,
+                   key_env: str | None) -> None:
     """Quarantine damaged log records of a stopped channel behind NOOP frames (backups kept),
     drop the transactions that lost frames, and force a full replay on the next open."""
     if not dry_run and not yes:
         raise click.ClickException("repair rewrites log files: run it with --dry-run first to see what it "
                                    "would change, then with --yes to apply it")
+    directories = _directories(checkpoint_dir, data_dirs, conf_path, channel_name)
+    keys = _keys(key_file, key_env, conf_path, channel_name, from_conf=not checkpoint_dir)
     with _progress(not as_json) as progress:
-        report = tools.repair_channel(*_directories(checkpoint_dir, data_dirs, conf_path, channel_name),
-                                      dry_run=dry_run, progress=progress)
+        report = tools.repair_channel(*directories, dry_run=dry_run, progress=progress, keys=keys)
     if as_json:
         _print_json(report.to_json())
     else:

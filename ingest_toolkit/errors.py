@@ -18,7 +18,8 @@ Hierarchy::
         │   └── SegmentLostError       a segment proven written lost its header or its frames
         ├── CheckpointInvalid          a checkpoint file cannot be used (carries path + reason)
         ├── LogReadError               the OS failed to read a log segment (EIO); nothing was taken
-        └── ChannelIdentityError       data and checkpoint dirs belong to different channels
+        ├── ChannelIdentityError       data and checkpoint dirs belong to different channels
+        └── EncryptionKeyError         a segment's key is not configured, or is not the key it was written with
 
 Each stage keeps its own errors in one module, under the same root::
 
@@ -76,6 +77,7 @@ __all__ = [
     "ConfigError",
     "CorruptLogError",
     "DiskSpaceError",
+    "EncryptionKeyError",
     "EventTooLargeError",
     "IngestError",
     "LogReadError",
@@ -224,3 +226,14 @@ class LogReadError(ChannelError):
 class ChannelIdentityError(ChannelError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
+
+
+class EncryptionKeyError(ChannelError):
+    """A log segment cannot be read with the configured keys: its key id is not configured, or
+    the key configured under that id is not the one it was written with. Raised before anything
+    on disk changes. ``setting`` names what to fix."""
+
+    def __init__(self, *, path: str, key_id: int, problem: str, setting: str) -> None:
+        super().__init__(f"{path} was encrypted with key id {key_id}, {problem}: fix {setting}; nothing was "
+                         "changed on disk")
+        self.path, self.key_id, self.problem, self.setting = path, key_id, problem, setting

@@ -27,6 +27,7 @@ from .checkpoint import Snapshot
 from .checkpointer import Checkpointer, CheckpointResult
 from .codec import TXN_PUT, EventColumns, encode_rollback
 from .config import ChannelConfig
+from .crypto import TAG_BYTES, keychain_of
 from .format import FrameType
 from .fs import FileSystem, OsFileSystem
 from .lock import DirectoryLock
@@ -58,6 +59,7 @@ class FileChannel:
     def __init__(self, *, fs: FileSystem | None = None,
                  progress: Callable[[int, int], None] | None = None, **settings: Any) -> None:
         self.config = ChannelConfig.build(**settings)
+        self._keys = keychain_of(self.config)  # a bad key file or variable: ConfigError, nothing touched
         self._fs: FileSystem = fs or OsFileSystem()
         self._cond = threading.Condition(threading.Lock())
         self._local = threading.local()
@@ -102,7 +104,7 @@ class FileChannel:
             self._locks.append(lock)
 
     def _recover(self, progress: Callable[[int, int], None] | None) -> None:
-        recovered = recover(self._fs, self.config, progress)
+        recovered = recover(self._fs, self.config, progress, self._keys)
         result = recovered.result
         self.replay_stats = result.stats
         self.checkpoint_problem = recovered.checkpoint_problem
@@ -127,10 +129,13 @@ class FileChannel:
         self._take_calls = 0
         self._open: dict[int, Transaction] = {}
         self._commits = 0
-        self._reader = EventReader(self._fs, self._paths, self.config.max_event_size + fmt.FRAME_OVERHEAD)
+        self.sealer = self._keys.sealer(self.channel_id)
+        self._reader = EventReader(self._fs, self._paths, self.config.max_event_size + fmt.FRAME_OVERHEAD + TAG_BYTES,
+                                   keys=self._keys)
         self._log = LogWriter(lambda: self._fs, lambda: self.config, self.channel_id, recovered.next_log_id,
                               self._paths, self._cond, check_usable=self._check_usable,
-                              publish=self._publish_commit, queued=lambda: len(self._queue))
+                              publish=self._publish_commit, queued=lambda: len(self._queue),
+                              segment_key=self.sealer.segment_key if self.sealer is not None else None)
 
     # -- public API -----------------------------------------------------------------------
     def transaction(self, tag: str | None = None) -> Transaction:

@@ -54,6 +54,11 @@ class ChannelConfig(BaseModel):
     # and its share of every checkpoint.
     tag_window: int = Field(100_000, ge=0, le=10_000_000)
     tag_retention_seconds: float = Field(86_400.0, gt=0.0, le=366 * 86_400.0)
+    # Encryption at rest (docs/encryption.md): keys from a file only its owner can read and/or an
+    # environment variable; new segments use encryption_key_id, old ones any configured key.
+    encryption_key_file: str | None = None
+    encryption_key_env: str | None = None
+    encryption_key_id: int | None = Field(None, ge=1, le=0xFFFF)
 
     # Cross-field checks are field validators (not a model validator) so that the error's
     # location, and so ConfigError.key, names the setting to change.
@@ -93,6 +98,13 @@ class ChannelConfig(BaseModel):
         if file_size is not None and value > file_size // 4:
             raise ValueError(f"max_event_size ({value}) must be at most a quarter of max_file_size ({file_size}), "
                              f"i.e. at most {file_size // 4}")
+        return value
+
+    @field_validator("encryption_key_id")
+    @classmethod
+    def _has_keys(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and not (info.data.get("encryption_key_file") or info.data.get("encryption_key_env")):
+            raise ValueError("encryption_key_id needs the keys: set encryption_key_file or encryption_key_env")
         return value
 
     @classmethod

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import mmap
 import struct
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final
 
@@ -34,6 +35,9 @@ __all__ = [
     "MAX_LOG_ID",
     "encode_segment_header",
     "decode_segment_header",
+    "segment_key",
+    "SegmentKey",
+    "ENCRYPTED_VERSION",
     "make_pointer",
     "pointer_log_id",
     "pointer_offset",
@@ -47,6 +51,15 @@ SEGMENT_MAGIC: Final = b"ITKLOG\r\n"
 SEGMENT_HEADER: Final = struct.Struct("<8sHHIQ16sQ12sI")
 SEGMENT_HEADER_SIZE: Final = SEGMENT_HEADER.size  # 64
 assert SEGMENT_HEADER_SIZE == 64
+# Version 2: the same header for a segment whose PUT payloads are encrypted (docs/encryption.md).
+# Its flags word holds the cipher (byte 12: 1 = AES-256-GCM), zero, and the key id (u16 at 14);
+# its reserved bytes the session salt (48..55) and the key check value (56..59). A reader of
+# version 1 only refuses such a segment instead of reading ciphertext as events.
+ENCRYPTED_VERSION: Final = 2
+CIPHER_AES256_GCM: Final = 1
+SALT_BYTES: Final = 8
+CHECK_BYTES: Final = 4
+_CRYPTO_FIELDS: Final = struct.Struct("<BxH")  # cipher, zero, key id: the flags word of version 2
 
 # Frame: magic, type, flags, total length, txn id, sequence | payload | CRC32C(all before it).
 FRAME_MAGIC: Final = b"\xc7\x1f"
@@ -145,12 +158,37 @@ def _crc_in_place(buf: Buffer, start: int, end: int) -> int:
         return crc32c(span)
 
 
-def encode_segment_header(log_id: int, channel_id: bytes, created_ns: int) -> bytes:
+@dataclass(frozen=True, slots=True)
+class SegmentKey:
+    """The encryption fields of a version 2 segment header."""
+
+    key_id: int  # 1..65535
+    salt: bytes  # SALT_BYTES, drawn at random by the session that wrote the segment
+    check: bytes  # CHECK_BYTES derived with the session key: tells a wrong key before a frame is read
+
+
+def encode_segment_header(log_id: int, channel_id: bytes, created_ns: int, key: SegmentKey | None = None) -> bytes:
+    version, flags, reserved = FORMAT_VERSION, 0, bytes(12)
+    if key is not None:
+        assert len(key.salt) == SALT_BYTES and len(key.check) == CHECK_BYTES and 1 <= key.key_id <= 0xFFFF
+        version = ENCRYPTED_VERSION
+        flags = int.from_bytes(_CRYPTO_FIELDS.pack(CIPHER_AES256_GCM, key.key_id), "little")
+        reserved = key.salt + key.check
     head = SEGMENT_HEADER.pack(
-        SEGMENT_MAGIC, FORMAT_VERSION, SEGMENT_HEADER_SIZE, 0, log_id, channel_id, created_ns,
-        bytes(12), 0,
+        SEGMENT_MAGIC, version, SEGMENT_HEADER_SIZE, flags, log_id, channel_id, created_ns, reserved, 0,
     )[:-4]
     return head + _pack_trailer(crc32c(head))
+
+
+def segment_key(buf: bytes) -> SegmentKey | None:
+    """The encryption fields of a valid segment header; None for a plain (version 1) segment.
+    Raises FrameError when the header is invalid."""
+    decode_segment_header(buf)
+    _magic, version, _hsize, flags, _log_id, _channel_id, _created, reserved, _crc = SEGMENT_HEADER.unpack_from(buf)
+    if version == FORMAT_VERSION:
+        return None
+    _cipher, key_id = _CRYPTO_FIELDS.unpack(flags.to_bytes(4, "little"))
+    return SegmentKey(key_id, bytes(reserved[:SALT_BYTES]), bytes(reserved[SALT_BYTES:]))
 
 
 def segment_channel_id(buf: bytes) -> bytes:
@@ -162,13 +200,18 @@ def decode_segment_header(buf: bytes) -> tuple[int, bytes, int]:
     """Return ``(log_id, channel_id, created_ns)``; raises FrameError when invalid."""
     if len(buf) < SEGMENT_HEADER_SIZE:
         raise FrameError("segment shorter than its header")
-    magic, version, hsize, _flags, log_id, channel_id, created_ns, _r, crc = SEGMENT_HEADER.unpack_from(buf)
+    magic, version, hsize, flags, log_id, channel_id, created_ns, _r, crc = SEGMENT_HEADER.unpack_from(buf)
     if magic != SEGMENT_MAGIC:
         raise FrameError(f"not a log segment (magic {magic!r})")
     if crc32c(buf[: SEGMENT_HEADER_SIZE - 4]) != crc:
         raise FrameError("segment header checksum mismatch")
-    if version != FORMAT_VERSION or hsize != SEGMENT_HEADER_SIZE:
-        raise FrameError(f"segment format version {version} is not supported (expected {FORMAT_VERSION})")
+    if version not in (FORMAT_VERSION, ENCRYPTED_VERSION) or hsize != SEGMENT_HEADER_SIZE:
+        raise FrameError(f"segment format version {version} is not supported (expected {FORMAT_VERSION} or "
+                         f"{ENCRYPTED_VERSION})")
+    if version == ENCRYPTED_VERSION:
+        cipher, key_id = _CRYPTO_FIELDS.unpack(flags.to_bytes(4, "little"))
+        if cipher != CIPHER_AES256_GCM or not key_id:
+            raise FrameError(f"unknown cipher {cipher} or key id {key_id} in an encrypted segment header")
     return log_id, channel_id, created_ns
 
 

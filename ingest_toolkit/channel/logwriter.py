@@ -50,8 +50,9 @@ class LogWriter:
     def __init__(self, fs: Callable[[], FileSystem], config: Callable[[], ChannelConfig], channel_id: bytes,
                  next_log_id: int, paths: dict[int, str], cond: threading.Condition, *,
                  check_usable: Callable[[], None], publish: Callable[[Transaction], None],
-                 queued: Callable[[], int | None]) -> None:
+                 queued: Callable[[], int | None], segment_key: fmt.SegmentKey | None = None) -> None:
         self._fs, self._config, self._channel_id = fs, config, channel_id
+        self._segment_key = segment_key  # the session's encryption fields, in every header it writes
         self._next_log_id = next_log_id
         self._paths = paths  # the channel's log id -> path map; new segments are added to it
         self._cond = cond
@@ -74,7 +75,7 @@ class LogWriter:
             self._check_space(directory, preallocate + fmt.SEGMENT_HEADER_SIZE)
         try:
             writer = SegmentWriter.create(self._fs(), directory, log_id, self._channel_id, preallocate,
-                                          config.max_file_size)
+                                          config.max_file_size, self._segment_key)
         except OSError as err:
             if err.errno == errno.ENOSPC:
                 raise self._disk_full(directory, preallocate) from err

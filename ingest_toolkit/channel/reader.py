@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError
 from ..errors import CorruptLogError
 from . import format as fmt
 from .codec import Event, EventColumns, decode_put, decode_puts
+from .crypto import KeyChain, Opener
 from .format import FrameError, FrameType
 from .fs import File, FileSystem
 
@@ -43,11 +44,14 @@ class EventReader:
     after its checksum was verified in bounded chunks (it may have been written under a larger
     limit), so a damaged length never sizes an allocation."""
 
-    def __init__(self, fs: FileSystem, paths: dict[int, str], max_frame: int = fmt.MAX_FRAME_SIZE) -> None:
+    def __init__(self, fs: FileSystem, paths: dict[int, str], max_frame: int = fmt.MAX_FRAME_SIZE,
+                 keys: KeyChain | None = None) -> None:
         self._fs = fs
         self._paths = paths  # log id -> path, shared with (and updated by) the channel
         self._max_frame = max_frame
+        self._keys = keys or KeyChain(None)
         self._files: dict[int, File] = {}
+        self._openers: dict[int, Opener | None] = {}  # per open file: None for a plain segment
         self._lock = threading.Lock()
 
     def read(self, pointers: list[int]) -> list[Event]:
@@ -78,7 +82,12 @@ class EventReader:
         array = np.array(pointers, np.int64)  # pointers are below 2^63: log ids are 32-bit
         for i, j in runs(array, _RUN_LIMIT):
             path, start, buf = self._run_buffer(pointers, i, j)
-            if not builder.add_run(buf, array[i:j], start):
+            opener = self._openers.get(fmt.pointer_log_id(pointers[i]))
+            if opener is not None:  # encrypted: decrypted frame by frame, the exact path decodes
+                exact = EventColumns()
+                self._decode_encrypted(opener, path, buf, start, pointers, i, j, exact)
+                builder.add_columns(exact)
+            elif not builder.add_run(buf, array[i:j], start):
                 exact = EventColumns()
                 _decode_run(path, buf, start, pointers, i, j, exact)
                 builder.add_columns(exact)
@@ -86,7 +95,27 @@ class EventReader:
 
     def _read_run(self, pointers: list[int], i: int, j: int, out: EventColumns) -> None:
         path, start, buf = self._run_buffer(pointers, i, j)
+        opener = self._openers.get(fmt.pointer_log_id(pointers[i]))
+        if opener is not None:
+            self._decode_encrypted(opener, path, buf, start, pointers, i, j, out)
+            return
         _decode_run(path, buf, start, pointers, i, j, out)
+
+    @staticmethod
+    def _decode_encrypted(opener: Opener, path: str, buf: bytes, start: int, pointers: list[int], i: int, j: int,
+                          out: EventColumns) -> None:
+        """Decrypt and decode a run of an encrypted segment. Any frame that fails a check or
+        authentication sends the run to the exact path over its plaintext frames, which names
+        the first damaged frame with the same error as in a plain segment."""
+        offsets = [(p & _MASK) - start for p in pointers[i:j]]
+        opened = opener.open_run(buf, offsets)
+        if opened is not None:
+            try:
+                _decode_payloads(*opened, out)
+                return
+            except DecodeError:  # authentic, yet not a Put: the exact path names the frame
+                pass
+        _decode_run(path, opener.plain_run(buf, offsets, path, start), start, pointers, i, j, out)
 
     def _run_buffer(self, pointers: list[int], i: int, j: int) -> tuple[str, int, bytes]:
         """``(path, start, bytes)`` of the run ``pointers[i:j]``: one ``pread`` from its first
@@ -117,13 +146,29 @@ class EventReader:
                     if path is None:
                         raise CorruptLogError(path=f"log-{log_id}", offset=0,
                                               reason="an event pointer names a log file that does not exist")
-                    file = self._files[log_id] = self._fs.open_read(path)
+                    file = self._fs.open_read(path)
+                    try:
+                        self._openers[log_id] = self._opener(path, file.pread(fmt.SEGMENT_HEADER_SIZE, 0))
+                    except BaseException:
+                        file.close()
+                        raise
+                    self._files[log_id] = file
         return file
+
+    def _opener(self, path: str, header: bytes) -> Opener | None:
+        """The segment's opener (None: plain). A header that does not decode is damage: without
+        it, an encrypted segment's frames cannot be told from plain ones."""
+        try:
+            fmt.decode_segment_header(header)
+        except FrameError as err:
+            raise CorruptLogError(path=path, offset=0, reason=str(err)) from None
+        return self._keys.opener(path, header)
 
     def forget(self, log_id: int) -> None:
         """Close the cached descriptor of a deleted segment."""
         with self._lock:
             file = self._files.pop(log_id, None)
+            self._openers.pop(log_id, None)
         if file is not None:
             file.close()
 
@@ -201,6 +246,28 @@ def _decode_run(path: str, buf: bytes, start: int, pointers: list[int], i: int, 
     except DecodeError:
         _raise_undecodable(path, payloads, offsets)
         raise
+
+
+def _decode_payloads(payloads: list[bytes], seqs: list[int], out: EventColumns) -> None:
+    """Append the events of authentic plaintext PUT payloads to ``out``: a header-less body is
+    sliced out, the rest go through one protobuf parse (as in :func:`_decode_run`)."""
+    bodies: list[bytes | None] = []
+    parse: list[memoryview] = []
+    at: list[int] = []
+    for payload in payloads:
+        size = len(payload)
+        if size >= 3 and payload[0] == 0x0A:
+            m, body = payload[1], 2
+            if m >= 0x80 and payload[2] < 0x80:
+                m, body = (m & 0x7F) | (payload[2] << 7), 3
+            if m < 0x80 or body == 3:
+                if body + m == size:
+                    bodies.append(payload[body:])
+                    continue
+        at.append(len(bodies))
+        bodies.append(None)
+        parse.append(memoryview(payload))
+    _append_run(out, bodies, seqs, parse, at)
 
 
 def _raise_undecodable(path: str, payloads: list[memoryview], offsets: list[int]) -> None:

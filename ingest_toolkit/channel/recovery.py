@@ -28,6 +28,7 @@ from .backup import BackupState, ahead_of_logs, missing_segments, usable_backup
 from .checkpoint import Checkpoint, load_checkpoint, written_through
 from .checkpointer import deletion_floor
 from .config import ChannelConfig
+from .crypto import KeyChain
 from .fs import FileSystem, read_file, write_atomic
 from .proto import channel_pb2 as pb
 from .replay import ProgressFn, ReplayResult, SegmentInfo, replay
@@ -54,7 +55,10 @@ class Recovered:
     backup: BackupState | None = None  # the backup copy as found (None: no backup_checkpoint_dir)
 
 
-def recover(fs: FileSystem, config: ChannelConfig, progress: ProgressFn | None) -> Recovered:
+def recover(fs: FileSystem, config: ChannelConfig, progress: ProgressFn | None,
+            keys: KeyChain | None = None) -> Recovered:
+    keys = keys or KeyChain(None)
+    keys.check_segments(fs, sorted(seg for d in config.data_dirs for seg in list_segments(fs, d)))
     id_path = os.path.join(config.checkpoint_dir, CHANNEL_ID_FILE)
     stored = _read_channel_id(fs, id_path)
     present = {log_id: path for d in config.data_dirs for log_id, path in list_segments(fs, d)}
@@ -72,7 +76,7 @@ def recover(fs: FileSystem, config: ChannelConfig, progress: ProgressFn | None) 
         log.warning("no usable checkpoint, rebuilding the state by a full replay of the logs: %s", problem)
     tags = TagStore(config.tag_window, int(config.tag_retention_seconds * 1e9))
     proof = written_through(config.checkpoint_dir, fs)
-    result = replay(fs, config.data_dirs, start=start, progress=progress, tags=tags, checkpoint=proof)
+    result = replay(fs, config.data_dirs, start=start, progress=progress, tags=tags, checkpoint=proof, keys=keys)
     found = result.channel_id or (start.meta.channel_id if start else None)
     if start is not None and result.channel_id and result.channel_id != start.meta.channel_id:
         raise ChannelIdentityError(

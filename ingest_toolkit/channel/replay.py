@@ -37,10 +37,20 @@ from ..errors import ChannelIdentityError, CorruptLogError, SegmentLostError
 from . import format as fmt
 from .checkpoint import Checkpoint
 from .codec import TXN_PUT, decode_commit, decode_take
+from .crypto import KeyChain
 from .format import FrameType
 from .fs import FileSystem, read_file
 from .pointer_queue import PointerQueue
-from .segment import ScanResult, iter_frames, list_segments, read_meta, scan_segment, survey_headers, written_proof
+from .segment import (
+    Authenticate,
+    ScanResult,
+    iter_frames,
+    list_segments,
+    read_meta,
+    scan_segment,
+    survey_headers,
+    written_proof,
+)
 from .tags import TagRecord, TagStore
 from .txnframes import count_logs
 
@@ -174,14 +184,17 @@ class _State:
 
 def replay(fs: FileSystem, data_dirs: list[str], *, start: Checkpoint | None = None,
            progress: ProgressFn | None = None, tags: TagStore | None = None,
-           checkpoint: tuple[int, str] = (0, "")) -> ReplayResult:
+           checkpoint: tuple[int, str] = (0, ""), keys: KeyChain | None = None) -> ReplayResult:
     """Replay the segments of ``data_dirs`` in log-id order, from ``start`` if given.
 
     ``tags`` is the store to fill with the remembered commit tags (the channel passes one with
     its window and retention); by default every tag found is kept. ``checkpoint`` is the
     highest log id a checkpoint proves was written, and its path (``checkpoint.written_through``):
     such a segment without its header is damage (SegmentLostError), never an interrupted creation.
+    ``keys`` opens encrypted segments: each PUT frame replayed is authenticated (without keys,
+    an encrypted segment raises EncryptionKeyError).
     """
+    keys = keys or KeyChain(None)
     started = time.monotonic()
     segments = sorted(seg for d in data_dirs for seg in list_segments(fs, d))
     _check_unique_ids(fs, segments)
@@ -203,7 +216,7 @@ def replay(fs: FileSystem, data_dirs: list[str], *, start: Checkpoint | None = N
             continue
         offset = first_offset if log_id == first_log else 0
         state.in_first_segment = state.truncated and not infos
-        info, seg_channel = _replay_segment(fs, state, log_id, path, newest=newest, offset=offset)
+        info, seg_channel = _replay_segment(fs, state, log_id, path, newest=newest, offset=offset, keys=keys)
         if state.in_first_segment:  # what is still pending may have begun in deleted segments
             state.first_segment_txns = set(state.puts) | set(state.takes)
             state.in_first_segment = False
@@ -259,12 +272,13 @@ def _skipped_segment(fs: FileSystem, log_id: int, path: str) -> SegmentInfo:
 
 
 def _replay_segment(fs: FileSystem, state: _State, log_id: int, path: str, *, newest: bool,
-                    offset: int = 0) -> tuple[SegmentInfo, bytes]:
+                    offset: int = 0, keys: KeyChain) -> tuple[SegmentInfo, bytes]:
     image, _size = scan_segment(path)
     results: list[ScanResult] = []
     try:
-        frames, first_seq, last_seq = _apply_frames(state, image, log_id, path, newest=newest,
-                                                    results=results, start=offset)
+        opener = keys.opener(path, bytes(image[: fmt.SEGMENT_HEADER_SIZE]))
+        frames, first_seq, last_seq = _apply_frames(state, image, log_id, path, newest=newest, results=results,
+                                                    start=offset, authentic=opener.authentic if opener else None)
     finally:
         if not isinstance(image, bytes):
             image.close()
@@ -281,7 +295,8 @@ def _replay_segment(fs: FileSystem, state: _State, log_id: int, path: str, *, ne
 
 
 def _apply_frames(state: _State, image, log_id: int, path: str, *, newest: bool,  # type: ignore[no-untyped-def]
-                  results: list[ScanResult], start: int = 0) -> tuple[int, int, int]:
+                  results: list[ScanResult], start: int = 0,
+                  authentic: Authenticate | None = None) -> tuple[int, int, int]:
     """Apply one segment's frames; returns its (frame count, first PUT seq, last PUT seq)."""
     log_base = fmt.make_pointer(log_id, 0)  # | offset: make_pointer, without a call per frame
     puts, takes = state.puts, state.takes
@@ -289,7 +304,8 @@ def _apply_frames(state: _State, image, log_id: int, path: str, *, newest: bool,
     frames = 0
     first_seq = 0
     last_seq = 0
-    for offset, ftype, length, txn, seq in iter_frames(image, path, newest=newest, result=results, start=start):
+    for offset, ftype, length, txn, seq in iter_frames(image, path, newest=newest, result=results, start=start,
+                                                       authentic=authentic):
         frames += 1
         if txn > max_txn:
             max_txn = txn

@@ -13,7 +13,7 @@ import logging
 import mmap
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
@@ -32,6 +32,9 @@ __all__ = ["ScanResult", "SegmentWriter", "all_zero", "header_lost", "iter_frame
 log = logging.getLogger(__name__)
 
 _SEGMENT_PREFIX = "log-"
+_PUT = int(fmt.FrameType.PUT)
+AUTH_FAILED = ("PUT frame fails authentication (AES-GCM tag): its bytes were changed after it was written, or it "
+               "was encrypted with another key")
 _MAX_META_BYTES = 4096  # a SegmentMeta is under 100 bytes
 
 
@@ -167,16 +170,17 @@ class SegmentWriter:
 
     @classmethod
     def create(cls, fs: FileSystem, directory: str, log_id: int, channel_id: bytes,
-               preallocate: int, limit: int = 0) -> SegmentWriter:
+               preallocate: int, limit: int = 0, key: fmt.SegmentKey | None = None) -> SegmentWriter:
         """Create ``log-<id>`` with its header durable (file, contents and directory entry).
 
         ``preallocate``: bytes reserved ahead of the writes; never past ``limit`` (the segment's
-        ``max_file_size``), so a small segment is not inflated by a larger preallocation."""
+        ``max_file_size``), so a small segment is not inflated by a larger preallocation.
+        ``key``: the encryption fields of the header when the session encrypts its PUT frames."""
         path = segment_path(directory, log_id)
         file = fs.create(path)
         writer = cls(fs, path, file, log_id, channel_id, preallocate, limit)
         try:
-            file.pwrite(fmt.encode_segment_header(log_id, channel_id, time.time_ns()), 0)
+            file.pwrite(fmt.encode_segment_header(log_id, channel_id, time.time_ns(), key), 0)
             writer._allocated = fmt.SEGMENT_HEADER_SIZE
             writer._reserve(preallocate)
             file.sync()
@@ -256,10 +260,16 @@ class ScanResult:
     torn_bytes: int  # bytes after data_end that were not zero (a torn tail)
 
 
+Authenticate = Callable[[bytes | mmap.mmap, int, int, int], bool]  # (image, offset, length, seq)
+
+
 def iter_frames(data: bytes | mmap.mmap, path: str, *, newest: bool, result: list[ScanResult],
-                start: int = 0) -> Iterator[tuple[int, int, int, int, int]]:
+                start: int = 0, authentic: Authenticate | None = None) -> Iterator[tuple[int, int, int, int, int]]:
     """Yield ``(offset, type, length, txn_id, seq)`` for every valid frame of a segment image,
     from ``start`` (a frame boundary; the header's end when 0).
+
+    ``authentic`` (an encrypted segment's ``Opener.authentic``) is asked about every PUT frame
+    that passed its checks; a frame it refuses is damage exactly like a checksum mismatch.
 
     On reaching the end, appends a :class:`ScanResult` to ``result``. Damage raises
     :class:`CorruptLogError`, except a torn tail of the newest segment: bytes after the last
@@ -279,6 +289,8 @@ def iter_frames(data: bytes | mmap.mmap, path: str, *, newest: bool, result: lis
     while pos < size:
         try:
             ftype, length, txn_id, seq = check(data, pos, size)
+            if authentic is not None and ftype == _PUT and not authentic(data, pos, length, seq):
+                raise FrameError(AUTH_FAILED)
         except FrameError as err:
             torn = classify_tail(data, pos, path, newest=newest, reason=str(err))
             result.append(ScanResult(log_id, channel_id, pos, size, torn))

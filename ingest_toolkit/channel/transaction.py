@@ -34,6 +34,7 @@ from .tags import TagRecord
 if TYPE_CHECKING:
     from .columnar import ArrowColumns
     from .config import ChannelConfig
+    from .crypto import Sealer
 
 __all__ = ["Transaction", "TransactionHost", "TxnKind", "TxnState", "take_chunks"]
 
@@ -60,6 +61,11 @@ class TransactionHost(Protocol):
 
     @property
     def config(self) -> ChannelConfig: ...
+
+    @property
+    def sealer(self) -> Sealer | None:
+        """Encrypts PUT frames when the channel writes with an encryption key (else None)."""
+        ...
 
     def txn_reserve(self, n: int) -> int:
         """Take ``n`` capacity slots and sequence numbers (waiting for room); the first one."""
@@ -115,7 +121,9 @@ class Transaction:
         if len(payload) > limit:
             raise EventTooLargeError(size=len(payload), limit=limit)
         seq = self._channel.txn_reserve(1)
-        frame = fmt.encode_frame(_PUT, self.txn_id, seq, payload)
+        sealer = self._channel.sealer
+        frame = (sealer.put_frames(self.txn_id, seq, [payload])[0] if sealer is not None
+                 else fmt.encode_frame(_PUT, self.txn_id, seq, payload))
         self.frames.append(frame)
         self._added(seq, seq, 1, len(frame))
         return seq
@@ -138,7 +146,9 @@ class Transaction:
         if largest > limit:
             raise EventTooLargeError(size=largest, limit=limit)
         first = self._channel.txn_reserve(len(payloads))
-        frames = fmt.encode_frames(_PUT, self.txn_id, first, payloads)
+        sealer = self._channel.sealer
+        frames = (sealer.put_frames(self.txn_id, first, payloads) if sealer is not None
+                  else fmt.encode_frames(_PUT, self.txn_id, first, payloads))
         self.frames.extend(frames)
         self._added(first, first + len(payloads) - 1, len(payloads), sum(map(len, frames)))
         return list(range(first, first + len(payloads)))

@@ -198,14 +198,14 @@ def _validate_core(document: dict[str, Any], base: Path, problems: list[tuple[st
 
 
 def _resolved_channels(channels: object, base: Path) -> object:
-    """Channel directories are plain strings in ChannelConfig: make them absolute here."""
+    """Channel directories (and the key file) are plain strings in ChannelConfig: make them absolute here."""
     if not isinstance(channels, dict):
         return channels
     out: dict[str, Any] = {}
     for name, table in channels.items():
         if isinstance(table, dict):
             table = dict(table)
-            for key in ("checkpoint_dir", "backup_checkpoint_dir"):
+            for key in ("checkpoint_dir", "backup_checkpoint_dir", "encryption_key_file"):  # relative paths
                 if isinstance(table.get(key), str):
                     table[key] = str(base / table[key])
             if isinstance(table.get("data_dirs"), list):

@@ -7,12 +7,16 @@ command that needs one stops with one line naming the extra.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from .session import clean_env, first_session, run
+
+REPO = Path(__file__).resolve().parents[2]
 
 BLOCKED_CLI = [sys.executable, str(Path(__file__).with_name("blocked_cli.py"))]
 
@@ -65,3 +69,20 @@ def test_a_missing_core_module_is_not_blamed_on_an_extra() -> None:
     assert extra_for(ModuleNotFoundError("No module named 'grpc'", name="grpc"), "send") is None
     missing = extra_for(ModuleNotFoundError("No module named 'pyarrow.fs'", name="pyarrow.fs"), "land")
     assert missing is not None and str(missing) == "land needs Spark: pip install 'ingest-toolkit[spark]'"
+
+
+def test_the_demo_without_the_dagster_extra_stops_with_one_line_and_touches_nothing(tmp_path: Path) -> None:
+    blocker = Path(__file__).resolve().parent
+    code = (f"import runpy, sys; sys.path.insert(0, {str(blocker)!r}); import blocked_cli as b; "
+            "b.BLOCKED = b.BLOCKED - {'dagster_defs'}; sys.meta_path.insert(0, b.RefuseExtras()); "
+            "runpy.run_module('dagster_defs.demo', run_name='__main__')")
+    (tmp_path / "var" / "demo").mkdir(parents=True)
+    (tmp_path / "var" / "demo" / "keep").write_text("a previous demo's file")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 1, run.stderr
+    assert run.stderr.strip().splitlines() == [
+        "error: python -m dagster_defs.demo needs Dagster: pip install 'ingest-toolkit[dagster]' "
+        "(from a checkout: pip install -e '.[dagster]')"]
+    assert (tmp_path / "var" / "demo" / "keep").exists()

@@ -36,6 +36,7 @@ the tests no time) and tell it the counter later. Also imported by the tests, fo
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import time
@@ -48,6 +49,9 @@ from ingest_toolkit.errors import ChannelLockedError
 COUNTER_DIGITS = 12
 SPILL_BYTES = 4096
 MAX_FILE_SIZE = 256 * 1024
+
+
+KEYS_ENV = "ITK_TEST_CHANNEL_KEYS"
 
 
 def channel_settings(checkpoint_dir: str, data_dirs: Sequence[str], durability: str) -> dict[str, Any]:
@@ -64,6 +68,8 @@ def channel_settings(checkpoint_dir: str, data_dirs: Sequence[str], durability: 
         "min_free_bytes": 0,
         "keep_alive": 0.0,
         "durability": durability,
+        # encrypted while the parent runs a test encrypted (tests/channel/encryption.py, KEYS_ENV)
+        **({"encryption_key_env": KEYS_ENV, "encryption_key_id": 1} if KEYS_ENV in os.environ else {}),
     }
 
 

@@ -20,14 +20,19 @@ from ingest_toolkit.channel import Event, FileChannel
 from ingest_toolkit.channel import format as fmt
 from ingest_toolkit.errors import CorruptLogError
 
+from .encryption import encrypted, with_encryption
+
 SEGMENT_HEADER = fmt.SEGMENT_HEADER_SIZE
 
 
 # -- helpers ------------------------------------------------------------------------------
 def settings(root: Path) -> dict[str, Any]:
-    return {"checkpoint_dir": str(root / "checkpoint"), "data_dirs": [str(root / "data")],
-            "max_file_size": 64 * 1024, "max_event_size": 16_000, "min_free_bytes": 0,
-            "preallocate_bytes": 8192, "keep_alive": 0.0}
+    """Encrypted while the test runs encrypted: the tests taking the ``cipher`` fixture run both ways
+    (tests/channel/encryption.py); they are the representative ones: torn tails, flips in PUT frames,
+    in headers, behind a checkpoint, and takes of damaged frames."""
+    return with_encryption({"checkpoint_dir": str(root / "checkpoint"), "data_dirs": [str(root / "data")],
+                            "max_file_size": 64 * 1024, "max_event_size": 16_000, "min_free_bytes": 0,
+                            "preallocate_bytes": 8192, "keep_alive": 0.0})
 
 
 def open_channel(root: Path) -> FileChannel:
@@ -219,6 +224,12 @@ def test_torn_tail_at_every_offset_of_the_last_transaction(tmp_path: Path, last:
         check_cut(tmp_path / f"cut-{cut}", history, cut, SUFFIXES[suffix](rng), write_after=suffix == "cut")
 
 
+@pytest.mark.parametrize("suffix", ["cut", "cut+garbage"])
+def test_torn_tail_at_every_offset_encrypted(tmp_path: Path, suffix: str, encrypted_env: None) -> None:
+    """The same with encryption at rest on (the last transaction a put: encrypted PUT frames)."""
+    test_torn_tail_at_every_offset_of_the_last_transaction(tmp_path, "put", suffix)
+
+
 @pytest.mark.parametrize("last", ["put", "take"])
 def test_a_suffix_that_restores_the_cut_bytes_recovers_the_whole_transaction(tmp_path: Path, last: str) -> None:
     history = write_history(tmp_path / "history", last)
@@ -242,6 +253,7 @@ def two_segments(tmp_path: Path) -> Path:
         put(channel, b"b0", b"b1h")
         take(channel, 1)
         put(channel, b"b2")
+    assert (fmt.segment_key(segment(tmp_path, 1).read_bytes()[:SEGMENT_HEADER]) is not None) == encrypted()
     return tmp_path
 
 
@@ -254,7 +266,7 @@ def test_fixture_reads_back_intact(two_segments: Path) -> None:
 
 
 @pytest.mark.parametrize("position", FRAME_POSITIONS)
-def test_flip_in_put_frame_of_sealed_segment_is_reported(two_segments: Path, position: int) -> None:
+def test_flip_in_put_frame_of_sealed_segment_is_reported(cipher: str, two_segments: Path, position: int) -> None:
     path = segment(two_segments, 1)
     frame = frames_of_type(path, fmt.FrameType.PUT)[1]
     flip(path, frame.offset + position % frame.length)
@@ -264,7 +276,7 @@ def test_flip_in_put_frame_of_sealed_segment_is_reported(two_segments: Path, pos
     assert reopen_and_read(two_segments) == EXPECTED_TWO_SEGMENTS
 
 
-def test_flip_behind_checkpoint_is_reported_by_take(two_segments: Path) -> None:
+def test_flip_behind_checkpoint_is_reported_by_take(cipher: str, two_segments: Path) -> None:
     """With a checkpoint, open does not read log-1; the take that reads the damaged frame reports it."""
     path = segment(two_segments, 1)
     frame = frames_of_type(path, fmt.FrameType.PUT)[1]  # b"a1h", the queue head
@@ -281,7 +293,7 @@ def test_flip_behind_checkpoint_is_reported_by_take(two_segments: Path) -> None:
 
 @pytest.mark.parametrize("sealed", [True, False], ids=["sealed", "unsealed"])
 @pytest.mark.parametrize("position", [0, 4, 24, -1])
-def test_flip_in_newest_segment_before_a_commit_is_reported(two_segments: Path, position: int,
+def test_flip_in_newest_segment_before_a_commit_is_reported(cipher: str, two_segments: Path, position: int,
                                                             sealed: bool) -> None:
     if not sealed:
         unseal(two_segments, 2)
@@ -300,7 +312,7 @@ def test_flip_in_last_commit_of_sealed_newest_segment_is_reported(two_segments: 
     assert (err.path, err.offset) == (str(path), commit.offset)  # .meta says the frame was sealed
 
 
-def test_flip_in_last_commit_of_unsealed_newest_segment_is_a_torn_write(two_segments: Path) -> None:
+def test_flip_in_last_commit_of_unsealed_newest_segment_is_a_torn_write(cipher: str, two_segments: Path) -> None:
     unseal(two_segments, 2)
     path = segment(two_segments, 2)
     flip(path, frames_of(path)[-1].offset + 26)
@@ -309,7 +321,8 @@ def test_flip_in_last_commit_of_unsealed_newest_segment_is_a_torn_write(two_segm
 
 @pytest.mark.parametrize("log_id", [1, 2], ids=["older", "newest"])
 @pytest.mark.parametrize("position", [0, 7, 8, 10, 12, 16, 24, 39, 40, 48, 59, 60, 63])
-def test_flip_in_segment_header_is_reported_at_offset_0(two_segments: Path, log_id: int, position: int) -> None:
+def test_flip_in_segment_header_is_reported_at_offset_0(cipher: str, two_segments: Path, log_id: int,
+                                                        position: int) -> None:
     path = segment(two_segments, log_id)
     flip(path, position)
     err = open_fails(two_segments)
@@ -344,7 +357,7 @@ def _current_segment(channel: FileChannel) -> Path:
 
 
 @pytest.mark.parametrize("where", ["sealed", "current"])
-def test_take_of_a_corrupt_frame_raises_and_keeps_the_events(two_segments: Path, where: str) -> None:
+def test_take_of_a_corrupt_frame_raises_and_keeps_the_events(cipher: str, two_segments: Path, where: str) -> None:
     with open_channel(two_segments) as channel:
         put(channel, b"c0", b"c1h", b"c2")
         expected = [*EXPECTED_TWO_SEGMENTS, b"c0", b"c1h", b"c2"]

@@ -32,6 +32,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from ingest_toolkit.channel import Event, FileChannel
 from ingest_toolkit.errors import ChannelFullError, TransactionCapacityError
 from tests.channel.conformance import TransactionLike, Worker
+from tests.channel.encryption import KEY_1, KEYS_ENV, with_encryption
 from tests.soak import soak
 
 CAPACITY = 12
@@ -62,12 +63,12 @@ class ChannelMachine(RuleBasedStateMachine):
         self.last_seq = 0
 
     def _open(self) -> FileChannel:
-        return FileChannel(
+        return FileChannel(**with_encryption(dict(
             checkpoint_dir=str(self.root / "checkpoint"),
             data_dirs=[str(self.root / "data0"), str(self.root / "data1")],
             capacity=CAPACITY, transaction_capacity=TXN_CAPACITY, keep_alive=0, durability="fsync",
             max_file_size=64 * 1024, max_event_size=16_000, spill_bytes=4096, preallocate_bytes=16 * 1024,
-            min_free_bytes=0, checkpoint_on_close=False, checkpoint_interval=0)
+            min_free_bytes=0, checkpoint_on_close=False, checkpoint_interval=0)))
 
     @property
     def used(self) -> int:
@@ -189,6 +190,12 @@ def _settings(examples: int, steps: int) -> Any:
 
 def test_channel_matches_model() -> None:
     run_state_machine_as_test(ChannelMachine, settings=_settings(50, 30))
+
+
+def test_channel_matches_model_encrypted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same machine with encryption at rest on, half the examples."""
+    monkeypatch.setenv(KEYS_ENV, f"1:{KEY_1}")
+    run_state_machine_as_test(ChannelMachine, settings=_settings(25, 30))
 
 
 @pytest.mark.slow

@@ -142,7 +142,8 @@ CHECKPOINT_KEYS = {"path", "checkpoint_id", "written_unix_ns", "age_seconds", "i
                    "inflight_takes", "inflight_puts", "capacity", "fill_percent", "last_seq", "backlog_age_seconds",
                    "oldest_commit_unix_ns", "log_position", "puts_committed", "takes_committed", "log_bytes",
                    "backup_checkpoint_id"}
-LOG_KEYS = {"log_id", "path", "size", "sealed", "data_end", "frames", "first_seq", "last_seq", "refcount", "problem"}
+LOG_KEYS = {"log_id", "path", "size", "sealed", "data_end", "frames", "first_seq", "last_seq", "refcount", "problem",
+            "key_id"}
 
 
 def test_inspect_live_channel_before_and_after_a_checkpoint(tmp_path: Path) -> None:

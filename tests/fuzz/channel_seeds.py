@@ -70,8 +70,9 @@ class ChannelFiles:
         return target
 
 
-def build_channel(root: Path) -> ChannelFiles:
-    cfg = settings(root)
+def build_channel(root: Path, **more: Any) -> ChannelFiles:
+    """``more``: extra settings (the encryption settings for an encrypted seed)."""
+    cfg = {**settings(root), **more}
     with FileChannel(**cfg) as channel:
         with channel.transaction() as tx:
             tx.put_many([Event(b"a0"), Event(b"a1", {"k": "v"}), Event(b"a2" * 50)])

@@ -14,6 +14,7 @@ import struct
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from crc32c import crc32c
@@ -23,6 +24,7 @@ from hypothesis import strategies as st
 from ingest_toolkit.channel import FileChannel
 from ingest_toolkit.channel import format as fmt
 from ingest_toolkit.channel.checkpoint import decode_meta, encode_meta, load_checkpoint
+from ingest_toolkit.channel.crypto import KeyChain, load_keyring
 from ingest_toolkit.channel.fs import OsFileSystem
 from ingest_toolkit.channel.reader import EventReader
 from ingest_toolkit.channel.replay import replay
@@ -191,6 +193,58 @@ def test_recovery_with_one_damaged_file(channel_files: ChannelFiles, workdir: Pa
     if outcome.error is None and kind in ("checkpoint_meta", "queue", "inflight", "channel_id"):
         # the logs are intact: whatever the checkpoint says, nothing committed is lost or invented
         assert outcome.value == channel_files.expected
+
+
+# -- an encrypted channel (docs/encryption.md) -------------------------------------------------
+KEYS_ENV = "ITK_FUZZ_READER_KEYS"
+ENCRYPTION: dict[str, Any] = {"encryption_key_env": KEYS_ENV, "encryption_key_id": 1}
+
+
+@pytest.fixture(scope="module")
+def encrypted_files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChannelFiles]:
+    """The seed channel written with encryption at rest; its keys stay in the environment for
+    the module's encrypted tests."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(KEYS_ENV, f"1:{bytes(range(32)).hex()}")
+        files = build_channel(tmp_path_factory.mktemp("seed-encrypted"), **ENCRYPTION)
+        assert fmt.segment_key(files.files["data/log-1"][: fmt.SEGMENT_HEADER_SIZE]) is not None
+        yield files
+
+
+@FUZZ_SETTINGS
+@given(data=st.data(), sealed=st.booleans())
+def test_encrypted_segment_replay(encrypted_files: ChannelFiles, workdir: Path, data: st.DataObject,
+                                  sealed: bool) -> None:
+    """Damaged encrypted segments with every CRC recomputed: only authentication can refuse an
+    altered PUT payload, and nothing but the toolkit's errors may come out."""
+    keys = KeyChain(load_keyring(key_file=None, key_env=KEYS_ENV, active=None))
+    image = reseal_segment(data.draw(mutated(list(encrypted_files.of_kind("segment").values())), label="segment"))
+    meta = data.draw(st.sampled_from(list(encrypted_files.of_kind("segment_meta").values()))) if sealed else None
+    data_dir = fresh(workdir)
+    write_segment(data_dir, image, meta)
+    check_call(lambda: replay(OsFileSystem(), [str(data_dir)], keys=keys))
+
+
+@pytest.mark.parametrize("kind", ["segment", "checkpoint_meta", "queue"])
+@FUZZ_SETTINGS
+@given(data=st.data())
+def test_recovery_of_an_encrypted_channel_with_one_damaged_file(encrypted_files: ChannelFiles, workdir: Path,
+                                                                kind: str, data: st.DataObject) -> None:
+    root = encrypted_files.copy_to(fresh(workdir) / "channel")
+    candidates = encrypted_files.of_kind(kind)
+    name = data.draw(st.sampled_from(sorted(candidates)), label="file")
+    (root / name).write_bytes(data.draw(mutated([candidates[name]]), label="bytes"))
+
+    def open_and_drain() -> list[bytes]:
+        with FileChannel(fs=NoSyncFileSystem(), **settings(root), **ENCRYPTION) as channel, \
+                channel.transaction() as tx:
+            bodies = [e.body for e in tx.take(len(channel))]
+            tx.rollback()
+            return bodies
+
+    outcome = check_call(open_and_drain)
+    if outcome.error is None and kind != "segment":
+        assert outcome.value == encrypted_files.expected
 
 
 def test_the_seeds_are_what_the_channel_wrote(channel_files: ChannelFiles) -> None:

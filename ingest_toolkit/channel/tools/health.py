@@ -118,6 +118,9 @@ def segment_problem(need: Need, path: str | None) -> str | None:
     return None
 
 
+_INT64 = (FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64)
+
+
 def checkpoint_meta_fields(checkpoint_dir: str) -> dict[str, Any] | None:
     """Every field of ``checkpoint.meta`` (the protobuf names; ``channel_id`` as a UUID string,
     ``log_refcounts`` keyed by log id as a string), or None when no checkpoint exists yet.
@@ -129,11 +132,9 @@ def checkpoint_meta_fields(checkpoint_dir: str) -> dict[str, Any] | None:
     meta = decode_meta(data, path)
     fields: dict[str, Any] = MessageToDict(
         meta, preserving_proto_field_name=True, always_print_fields_with_no_presence=True, use_integers_for_enums=True)
-    by_name = meta.DESCRIPTOR.fields_by_name
-    wide = (FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64)
-    for key, value in list(fields.items()):  # 64-bit integers come out as strings in proto3 JSON
-        if isinstance(value, str) and key in by_name and by_name[key].cpp_type in wide:
-            fields[key] = int(value)
+    for field in meta.DESCRIPTOR.fields:  # 64-bit integers come out as strings in proto3 JSON
+        if field.cpp_type in _INT64 and field.label != field.LABEL_REPEATED and isinstance(fields.get(field.name), str):
+            fields[field.name] = int(fields[field.name])
     fields["channel_id"] = str(uuid.UUID(bytes=meta.channel_id))
     fields["log_refcounts"] = {str(k): int(v) for k, v in meta.log_refcounts.items()}
     return fields

@@ -11,6 +11,7 @@ import time
 
 from ...errors import CorruptLogError
 from ..checkpoint import CheckpointInfo, CheckpointInvalid, read_checkpoint_meta
+from ..format import SEGMENT_HEADER_SIZE, FrameError, segment_key
 from ..segment import read_meta
 from .common import ChannelDirs, lock_state, read_channel_id, segments_of
 from .reports import BackupInfo, InspectReport, LogFileInfo
@@ -74,10 +75,21 @@ def _log_file(log_id: int, path: str, refcounts: dict[int, int] | None) -> LogFi
         return LogFileInfo(log_id, path, size, False, None, None, None, None,
                            _refcount(refcounts, log_id), problem=f".meta unreadable: {err}")
     refcount = _refcount(refcounts, log_id)
+    key_id = _key_id(path)
     if meta is None:
-        return LogFileInfo(log_id, path, size, False, None, None, None, None, refcount)
+        return LogFileInfo(log_id, path, size, False, None, None, None, None, refcount, key_id=key_id)
     return LogFileInfo(log_id, path, size, True, meta.data_end, meta.frames, meta.first_seq or None,
-                       meta.last_seq or None, refcount)
+                       meta.last_seq or None, refcount, key_id=key_id)
+
+
+def _key_id(path: str) -> int | None:
+    """The key id in the segment's header (None: plain, or a header that does not decode)."""
+    try:
+        with open(path, "rb") as f:
+            key = segment_key(f.read(SEGMENT_HEADER_SIZE))
+    except (OSError, FrameError):
+        return None
+    return key.key_id if key else None
 
 
 def _refcount(refcounts: dict[int, int] | None, log_id: int) -> int | None:

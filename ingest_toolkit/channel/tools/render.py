@@ -155,9 +155,8 @@ def _seq_ranges(seqs: list[int]) -> str:
 def _log_state(info: LogFileInfo, *, newest: bool, live: bool) -> str:
     if info.problem:
         return f"[red]{info.problem}[/red]"
-    if info.sealed:
-        return "sealed"
-    return "being written" if newest and live else "not sealed"
+    state = "sealed" if info.sealed else "being written" if newest and live else "not sealed"
+    return state if info.key_id is None else f"{state}, key {info.key_id}"
 
 
 def _kv_table(title: str) -> Table:

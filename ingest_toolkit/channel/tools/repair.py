@@ -27,9 +27,10 @@ from collections.abc import Iterable
 from ...errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError
 from .. import format as fmt
 from ..checkpoint import CHECKPOINT_META, read_checkpoint_meta, written_through
+from ..crypto import KeyChain
 from ..fs import FileSystem, OsFileSystem, write_atomic
 from ..replay import replay
-from ..segment import meta_path, read_meta, survey_headers, vanished_segments, written_proof
+from ..segment import Authenticate, meta_path, read_meta, survey_headers, vanished_segments, written_proof
 from .common import ChannelDirs, PhaseProgress, ToolError, offline, read_channel_id, segments_of
 from .reports import RepairReport, SegmentPlan
 from .scan import Damage, Image, Piece, header_error, noop_frames, open_image, walk, without_torn_tail
@@ -39,17 +40,20 @@ __all__ = ["RepairReport", "SegmentPlan", "plan_repair", "repair_channel"]
 
 
 def repair_channel(checkpoint_dir: str, data_dirs: list[str], *, dry_run: bool, fs: FileSystem | None = None,
-                   progress: PhaseProgress | None = None, backup_dir: str | None = None) -> RepairReport:
+                   progress: PhaseProgress | None = None, backup_dir: str | None = None,
+                   keys: KeyChain | None = None) -> RepairReport:
     """Repair the channel's damaged records (see the module docstring); ``dry_run`` changes nothing.
 
     ``backup_dir``: the channel's ``backup_checkpoint_dir``; by default the one its
-    ``checkpoint.meta`` names (a primary that cannot be read names none: give it then)."""
+    ``checkpoint.meta`` names (a primary that cannot be read names none: give it then).
+    ``keys`` opens encrypted segments: a PUT frame that fails authentication is damage."""
     dirs = ChannelDirs.of(checkpoint_dir, data_dirs)
     fs = fs or OsFileSystem()
+    keys = keys or KeyChain(None)
     with offline(dirs, "repair"):
-        report = plan_repair(dirs, dry_run=dry_run, progress=progress)
+        report = plan_repair(dirs, dry_run=dry_run, progress=progress, keys=keys)
         if not dry_run and report.changed:
-            _apply_all(fs, dirs, report, backup_dir or _named_backup_dir(dirs.checkpoint_dir))
+            _apply_all(fs, dirs, report, backup_dir or _named_backup_dir(dirs.checkpoint_dir), keys)
         return report
 
 
@@ -61,9 +65,12 @@ def _named_backup_dir(checkpoint_dir: str) -> str | None:
     return (info.backup_dir or None) if info is not None else None
 
 
-def plan_repair(dirs: ChannelDirs, *, dry_run: bool = True, progress: PhaseProgress | None = None) -> RepairReport:
+def plan_repair(dirs: ChannelDirs, *, dry_run: bool = True, progress: PhaseProgress | None = None,
+                keys: KeyChain | None = None) -> RepairReport:
     """Scan and plan without changing anything; the caller holds the directory locks."""
+    keys = keys or KeyChain(None)
     segments = segments_of(dirs)
+    keys.check_segments(OsFileSystem(), segments)
     _check_unique(segments)
     sim = TxnSim()
     plans = []
@@ -78,9 +85,9 @@ def plan_repair(dirs: ChannelDirs, *, dry_run: bool = True, progress: PhaseProgr
         newest = index == len(segments) - 1
         damage = lost[index]
         if damage and written_proof(path, log_id, later_written=later[index], checkpoint=proof):
-            plans.append(_plan_lost(dirs, segments, log_id, path, newest, damage, sim))
+            plans.append(_plan_lost(dirs, segments, log_id, path, newest, damage, sim, keys))
         else:
-            plans.append(_plan_segment(log_id, path, newest, sim))
+            plans.append(_plan_segment(log_id, path, newest, sim, keys))
         if progress:
             progress("scan", index + 1, len(segments))
     dropped = sim.finish()
@@ -104,7 +111,7 @@ def _new_plan(log_id: int, path: str, newest: bool) -> SegmentPlan:
         return SegmentPlan(log_id, path, newest, None, meta_broken=True)
 
 
-def _plan_segment(log_id: int, path: str, newest: bool, sim: TxnSim) -> SegmentPlan:
+def _plan_segment(log_id: int, path: str, newest: bool, sim: TxnSim, keys: KeyChain) -> SegmentPlan:
     plan = _new_plan(log_id, path, newest)
     with open_image(path) as (image, size):
         plan.size = size
@@ -116,15 +123,21 @@ def _plan_segment(log_id: int, path: str, newest: bool, sim: TxnSim) -> SegmentP
             raise ToolError(f"{path}: the segment header is damaged ({problem}); repair does not rebuild "
                             "headers. Nothing was changed: restore the file from a backup")
         plan.channel_id = fmt.segment_channel_id(head)
-        _plan_frames(plan, image, size, sim)
+        opener = keys.opener(path, head)
+        _plan_frames(plan, image, size, sim, opener.authentic if opener else None)
     return plan
 
 
 def _plan_lost(dirs: ChannelDirs, segments: list[tuple[int, str]], log_id: int, path: str, newest: bool,
-               lost: str, sim: TxnSim) -> SegmentPlan:
+               lost: str, sim: TxnSim, keys: KeyChain) -> SegmentPlan:
     """A segment proven written that lost its header: the header is rebuilt (log id from the file
     name, channel id from its .meta or the channel), the frames that are still there are kept,
-    and what is missing is reported as lost, as far as its .meta tells."""
+    and what is missing is reported as lost, as far as its .meta tells. Not for an encrypted
+    channel: the header held the salt its frames were encrypted under, and without it they
+    cannot be told from plain frames."""
+    if keys.keyring is not None:
+        raise ToolError(f"{path} {lost}; in an encrypted channel the header held the salt of its frames, so "
+                        "repair cannot rebuild it. Nothing was changed: restore the file from a backup")
     plan = _new_plan(log_id, path, newest)
     channel_id = plan.meta.channel_id if plan.meta is not None else _channel_id(dirs, segments)
     created = plan.meta.sealed_unix_ns if plan.meta is not None else time.time_ns()
@@ -169,10 +182,11 @@ def _channel_id(dirs: ChannelDirs, segments: list[tuple[int, str]]) -> bytes:
                     "intact segment): repair cannot rebuild it. Nothing was changed: restore it from a backup")
 
 
-def _plan_frames(plan: SegmentPlan, image: Image, size: int, sim: TxnSim) -> None:
+def _plan_frames(plan: SegmentPlan, image: Image, size: int, sim: TxnSim,
+                 authentic: Authenticate | None = None) -> None:
     log_id, path = plan.log_id, plan.path
     data_end = plan.meta.data_end if plan.meta is not None else (size if plan.meta_broken else None)
-    items: Iterable[Piece | Damage] = walk(image, size, log_id, path, data_end=data_end)
+    items: Iterable[Piece | Damage] = walk(image, size, log_id, path, data_end=data_end, authentic=authentic)
     if plan.newest and data_end is None:
         items = without_torn_tail(list(items))  # recovery cuts a torn write; not repair's business
     for item in items:
@@ -191,7 +205,8 @@ def _plan_frames(plan: SegmentPlan, image: Image, size: int, sim: TxnSim) -> Non
 
 
 # -- applying ---------------------------------------------------------------------------------
-def _apply_all(fs: FileSystem, dirs: ChannelDirs, report: RepairReport, backup_dir: str | None) -> None:
+def _apply_all(fs: FileSystem, dirs: ChannelDirs, report: RepairReport, backup_dir: str | None,
+               keys: KeyChain) -> None:
     stamp = int(time.time())
     done: list[tuple[SegmentPlan, str, str | None]] = []
     try:
@@ -207,7 +222,7 @@ def _apply_all(fs: FileSystem, dirs: ChannelDirs, report: RepairReport, backup_d
             _apply(fs, plan)
         for directory in dirs.data_dirs:
             fs.sync_dir(directory)
-        report.queue_after = len(replay(fs, list(dirs.data_dirs)).queue)
+        report.queue_after = len(replay(fs, list(dirs.data_dirs), keys=keys).queue)
     except (CorruptLogError, ChannelIdentityError, OSError) as err:
         _restore(fs, done)
         raise ToolError(f"repair undone, the original files are back in place: {err}") from err

@@ -38,6 +38,7 @@ class LogFileInfo:
     last_seq: int | None
     refcount: int | None  # events pointing into it per checkpoint.meta; None without a checkpoint
     problem: str | None = None
+    key_id: int | None = None  # the encryption key id in its header; None: not encrypted (or unreadable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +230,7 @@ def inspect_json(report: InspectReport) -> dict[str, Any]:
         "checkpoint": checkpoint, "checkpoint_problem": report.checkpoint_problem,
         "logs": [{"log_id": i.log_id, "path": i.path, "size": i.size, "sealed": i.sealed, "data_end": i.data_end,
                   "frames": i.frames, "first_seq": i.first_seq, "last_seq": i.last_seq, "refcount": i.refcount,
+                  "key_id": i.key_id,
                   "problem": i.problem} for i in report.logs],
         "log_files": len(report.logs), "log_bytes": report.log_bytes, "problems": report.problems,
         "backup": backup_json}

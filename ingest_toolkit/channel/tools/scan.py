@@ -24,7 +24,7 @@ from .. import format as fmt
 from ..codec import varint
 from ..format import FrameError, FrameType
 from ..proto import channel_pb2 as pb
-from ..segment import all_zero, scan_segment
+from ..segment import AUTH_FAILED, Authenticate, all_zero, scan_segment
 
 __all__ = ["NOOP_MAX", "Damage", "Image", "Piece", "header_error", "noop_frame", "noop_frames", "noop_size_ok",
            "noop_sizes", "open_image", "walk", "without_torn_tail"]
@@ -93,16 +93,19 @@ def header_error(image: Image) -> str | None:
 
 
 def walk(image: Image, size: int, log_id: int, path: str, *,
-         data_end: int | None) -> Iterator[Piece | Damage]:
+         data_end: int | None, authentic: Authenticate | None = None) -> Iterator[Piece | Damage]:
     """Yield the valid frames and damaged ranges of a segment image in offset order.
 
     ``data_end`` is the sealed size from ``.meta`` (None for an unsealed segment, whose zero tail
-    is preallocated space and not damage).
+    is preallocated space and not damage). ``authentic``: an encrypted segment's check of its
+    PUT frames; a frame it refuses is damage like a checksum mismatch.
     """
     pos = fmt.SEGMENT_HEADER_SIZE
     while pos < size:
         try:
             ftype, length, txn, seq = fmt.check_frame(image, pos, size)
+            if authentic is not None and ftype == FrameType.PUT and not authentic(image, pos, length, seq):
+                raise FrameError(AUTH_FAILED)
         except FrameError as err:
             if data_end is None and all_zero(image, pos):
                 return

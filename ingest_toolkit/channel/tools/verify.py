@@ -22,6 +22,7 @@ from ...errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError
 from .. import checkpointer
 from ..backup import usable_backup
 from ..checkpoint import Checkpoint, load_checkpoint, written_through
+from ..crypto import KeyChain
 from ..format import SEGMENT_HEADER_SIZE as HEADER
 from ..format import pointer_log_id, pointer_offset
 from ..fs import FileSystem, OsFileSystem
@@ -37,19 +38,25 @@ __all__ = ["Finding", "VerifyReport", "verify_channel"]
 
 
 def verify_channel(checkpoint_dir: str, data_dirs: list[str], *, fs: FileSystem | None = None,
-                   progress: PhaseProgress | None = None, backup_dir: str | None = None) -> VerifyReport:
+                   progress: PhaseProgress | None = None, backup_dir: str | None = None,
+                   keys: KeyChain | None = None) -> VerifyReport:
     """Check a stopped channel; ``report.ok`` tells whether anything was found.
 
-    ``backup_dir``: its ``backup_checkpoint_dir``; by default the one ``checkpoint.meta`` names."""
+    ``backup_dir``: its ``backup_checkpoint_dir``; by default the one ``checkpoint.meta`` names.
+    ``keys`` opens encrypted segments (their PUT frames are authenticated); a segment whose key is
+    missing or wrong raises EncryptionKeyError before anything is checked."""
     dirs = ChannelDirs.of(checkpoint_dir, data_dirs)
+    keys = keys or KeyChain(None)
     with offline(dirs, "verify"):
-        return _Verifier(dirs, fs or OsFileSystem(), progress, backup_dir).run()
+        keys.check_segments(fs or OsFileSystem(), segments_of(dirs))
+        return _Verifier(dirs, fs or OsFileSystem(), progress, backup_dir, keys).run()
 
 
 class _Verifier:
     def __init__(self, dirs: ChannelDirs, fs: FileSystem, progress: PhaseProgress | None,
-                 backup_dir: str | None = None) -> None:
+                 backup_dir: str | None = None, keys: KeyChain | None = None) -> None:
         self.dirs, self.fs, self.progress, self.backup_dir = dirs, fs, progress, backup_dir
+        self.keys = keys or KeyChain(None)
         self.report = VerifyReport(dirs.checkpoint_dir, list(dirs.data_dirs))
         self.segments = segments_of(dirs)
         self.errors: list[CorruptLogError] = []
@@ -189,7 +196,7 @@ class _Verifier:
 
         try:
             return replay(self.fs, list(self.dirs.data_dirs), start=start, progress=report_progress,
-                          checkpoint=self.proof)
+                          checkpoint=self.proof, keys=self.keys)
         except CorruptLogError as err:
             if not err.path.endswith(".meta"):
                 self.errors.append(err)
@@ -240,7 +247,9 @@ class _Verifier:
             problem = header_error(image)
             if problem:
                 return [Damage(log_id, path, 0, min(size, 64), f"segment header: {problem}", tail=False)]
-            items = list(walk(image, size, log_id, path, data_end=meta.data_end if meta else None))
+            opener = self.keys.opener(path, bytes(image[:HEADER]))
+            items = list(walk(image, size, log_id, path, data_end=meta.data_end if meta else None,
+                              authentic=opener.authentic if opener else None))
         if newest and meta is None:
             items = without_torn_tail(items)
         return [item for item in items if isinstance(item, Damage)]

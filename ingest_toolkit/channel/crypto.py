@@ -1,0 +1,332 @@
+"""Encryption at rest of event data in the log: AES-256-GCM over every PUT frame's payload.
+
+The design and its threat model are in ``docs/encryption.md``; the byte layout in
+``docs/log-format.md`` (segment header version 2, encrypted PUT frames). In short:
+
+* Keys are 32 bytes, each under a numeric key id (1..65535), read from a key file that only its
+  owner can read (mode 0600 or 0400) or from an environment variable (:func:`load_keyring`).
+* Each channel *session* (one open of the channel: every open starts a new segment, and no
+  segment is written by two sessions) draws a random 8-byte salt and derives its own subkey
+  with HKDF-SHA256 from the master key, the channel id and the salt. Every segment the session
+  writes carries the key id, the salt and a 4-byte key check value in its header.
+* The nonce of a PUT frame is its event sequence number. Within a session sequence numbers are
+  strictly increasing and each is framed exactly once, so no nonce repeats under a subkey; a
+  frame written again (a retried write) is the same frame, with the same ciphertext. Two
+  sessions share a subkey only if they draw the same salt under the same key and channel.
+* The frame header (type, length, transaction id, sequence number) is the associated data, so a
+  ciphertext cannot be moved to another frame; the CRC32C still covers the whole frame.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import stat
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from crc32c import crc32c
+
+if TYPE_CHECKING:
+    from .config import ChannelConfig
+
+# ``cryptography`` is imported when a key is first used, not with the channel package: a channel
+# without encryption does not pay for loading it (about 10-30 ms here).
+
+from ..errors import ConfigError, CorruptLogError, EncryptionKeyError
+from . import format as fmt
+from .format import Buffer, SegmentKey
+from .fs import FileSystem, read_file
+from .segment import AUTH_FAILED
+
+__all__ = ["CHECK_BYTES", "KEY_BYTES", "SALT_BYTES", "TAG_BYTES", "KeyChain", "KeyRing", "Opener", "Sealer",
+           "SegmentKey", "keychain_of", "load_keyring", "parse_keys"]
+
+KEY_BYTES: Final = 32
+SALT_BYTES: Final = fmt.SALT_BYTES
+CHECK_BYTES: Final = fmt.CHECK_BYTES
+TAG_BYTES: Final = 16
+MAX_KEY_ID: Final = 0xFFFF
+_INFO: Final = b"ingest-toolkit log v2 session key\x00"
+_PUT: Final = int(fmt.FrameType.PUT)
+_HEAD: Final = fmt.FRAME_HEADER.size
+_pack_header = fmt.FRAME_HEADER.pack
+_unpack_header = fmt.FRAME_HEADER.unpack_from
+_pack_crc = fmt.FRAME_TRAILER.pack
+_CRC = fmt.FRAME_TRAILER.unpack_from
+_NONCE: Final = struct.Struct("<QI")  # sequence number, frame type: 12 bytes
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRing:
+    """The configured keys. ``active``: the key id new segments are written with (None: keys
+    to read old segments only). ``setting``: where the keys come from, for error messages."""
+
+    keys: Mapping[int, bytes]
+    active: int | None
+    setting: str
+
+    def __repr__(self) -> str:  # never the key bytes
+        return f"KeyRing(ids={sorted(self.keys)}, active={self.active}, setting={self.setting!r})"
+
+
+def parse_keys(text: str, where: str, key: str) -> dict[int, bytes]:
+    """Keys from ``<id>:<key>`` entries separated by whitespace or commas; ``<key>`` is 64 hex
+    digits or the base64 of 32 bytes; ``#`` starts a comment to the end of the line.
+    ``where``/``key`` name the source and the setting in errors (never a key's bytes)."""
+    keys: dict[int, bytes] = {}
+    lines = (line.split("#", 1)[0] for line in text.splitlines())
+    for number, entry in enumerate((e for line in lines for e in line.replace(",", " ").split()), 1):
+        key_id, sep, material = entry.partition(":")
+        if not sep or not key_id.isdigit() or not 1 <= int(key_id) <= MAX_KEY_ID:
+            raise ConfigError(f"{where}: entry {number} is not '<key id>:<key>' with a key id from 1 to "
+                              f"{MAX_KEY_ID}", key=key)
+        if int(key_id) in keys:
+            raise ConfigError(f"{where}: key id {int(key_id)} is given twice", key=key)
+        keys[int(key_id)] = _key_bytes(material, f"{where}: key id {int(key_id)}", key)
+    if not keys:
+        raise ConfigError(f"{where} holds no key: write '<key id>:<64 hex digits or base64 of 32 bytes>'", key=key)
+    return keys
+
+
+def _key_bytes(material: str, where: str, key: str) -> bytes:
+    try:
+        raw = bytes.fromhex(material) if len(material) == 2 * KEY_BYTES else base64.b64decode(material, validate=True)
+    except (ValueError, binascii.Error):
+        raw = b""
+    if len(raw) != KEY_BYTES:
+        raise ConfigError(f"{where} is not a {KEY_BYTES}-byte key (64 hex digits or base64 of 32 bytes)", key=key)
+    return raw
+
+
+def load_keyring(*, key_file: str | None, key_env: str | None, active: int | None,
+                 environ: Mapping[str, str] | None = None) -> KeyRing | None:
+    """The keys of ``channel.encryption_key_file`` and/or ``channel.encryption_key_env`` (both
+    may be given: their ids must differ); None when neither is set. A key file that group or
+    others may read or write is refused, as is an active key id that no source holds."""
+    keys: dict[int, bytes] = {}
+    settings = []
+    if key_file is not None:
+        settings.append(f"the key file {key_file} (channel.encryption_key_file)")
+        _merge(keys, parse_keys(_read_key_file(key_file), key_file, "channel.encryption_key_file"),
+               "channel.encryption_key_file")
+    if key_env is not None:
+        settings.append(f"the environment variable {key_env} (channel.encryption_key_env)")
+        value = (os.environ if environ is None else environ).get(key_env)
+        if value is None:
+            raise ConfigError(f"channel.encryption_key_env names the environment variable {key_env}, which is "
+                              "not set: set it to '<key id>:<key>' entries", key="channel.encryption_key_env")
+        _merge(keys, parse_keys(value, f"environment variable {key_env}", "channel.encryption_key_env"),
+               "channel.encryption_key_env")
+    if not settings:
+        return None
+    setting = " and ".join(settings)
+    if active is not None and active not in keys:
+        raise ConfigError(f"channel.encryption_key_id is {active} but {setting} holds no key with that id "
+                          f"(it holds {sorted(keys)})", key="channel.encryption_key_id")
+    return KeyRing(keys, active, setting)
+
+
+def keychain_of(config: ChannelConfig) -> KeyChain:
+    """The key chain of a channel's configuration (keys read now; a problem is a ConfigError)."""
+    return KeyChain(load_keyring(key_file=config.encryption_key_file, key_env=config.encryption_key_env,
+                                 active=config.encryption_key_id))
+
+
+def _merge(keys: dict[int, bytes], more: dict[int, bytes], key: str) -> None:
+    both = sorted(set(keys) & set(more))
+    if both:
+        raise ConfigError(f"key id {both[0]} is in both the key file and the environment variable", key=key)
+    keys.update(more)
+
+
+def _read_key_file(path: str) -> str:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as err:
+        raise ConfigError(f"cannot read the key file {path} ({err.strerror}): check "
+                          "channel.encryption_key_file", key="channel.encryption_key_file") from None
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(f.fileno()).st_mode
+        if not stat.S_ISREG(mode) or mode & 0o077:
+            raise ConfigError(f"the key file {path} has mode {stat.filemode(mode)}: a key file must be a regular "
+                              f"file that only its owner can read (chmod 600 {path})",
+                              key="channel.encryption_key_file")
+        data = f.read(1 << 20)
+    try:
+        return data.decode("ascii")
+    except UnicodeDecodeError:
+        raise ConfigError(f"the key file {path} is not ASCII text of '<key id>:<key>' entries",
+                          key="channel.encryption_key_file") from None
+
+
+def _derive(key: bytes, channel_id: bytes, salt: bytes) -> tuple[bytes, bytes]:
+    """The session subkey and the key check value for ``salt``."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    out = HKDF(hashes.SHA256(), KEY_BYTES + CHECK_BYTES, salt=None, info=_INFO + channel_id + salt).derive(key)
+    return out[:KEY_BYTES], out[KEY_BYTES:]
+
+
+class Sealer:
+    """The write side of one session: encrypts PUT payloads into complete frames."""
+
+    def __init__(self, keyring: KeyRing, channel_id: bytes) -> None:
+        if keyring.active is None:
+            raise ValueError("no active key")  # the channel builds a Sealer only with one
+        salt = os.urandom(SALT_BYTES)
+        subkey, check = _derive(keyring.keys[keyring.active], channel_id, salt)
+        self.segment_key = SegmentKey(keyring.active, salt, check)
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        self._encrypt = AESGCM(subkey).encrypt
+
+    def put_frames(self, txn_id: int, first_seq: int, payloads: list[bytes]) -> list[bytes]:
+        """Encrypted PUT frames of ``payloads`` with sequence numbers from ``first_seq``: like
+        ``format.encode_frames``, the payload replaced by its ciphertext and tag."""
+        encrypt, pack_header, pack_nonce, magic = self._encrypt, _pack_header, _NONCE.pack, fmt.FRAME_MAGIC
+        pack_crc, crc, put, overhead = _pack_crc, crc32c, _PUT, fmt.FRAME_OVERHEAD + TAG_BYTES
+        frames: list[bytes] = []
+        append = frames.append
+        for seq, payload in enumerate(payloads, first_seq):
+            header = pack_header(magic, put, 0, len(payload) + overhead, txn_id, seq)
+            frame = header + encrypt(pack_nonce(seq, put), payload, header)
+            append(frame + pack_crc(crc(frame)))
+        return frames
+
+
+class Opener:
+    """The read side of one session's segments: authenticates and decrypts PUT frames."""
+
+    def __init__(self, subkey: bytes, key_id: int) -> None:
+        self.key_id = key_id
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        self._decrypt = AESGCM(subkey).decrypt
+        self._invalid: type[Exception] = InvalidTag
+
+    def payload(self, buf: Buffer, pos: int, length: int, seq: int) -> bytes:
+        """The plaintext payload of the frame at ``pos`` (already checked: magic, length, CRC);
+        raises InvalidTag when it is not authentic."""
+        view = memoryview(buf)
+        return self._decrypt(_NONCE.pack(seq, _PUT), view[pos + _HEAD: pos + length - 4], view[pos: pos + _HEAD])
+
+    def authentic(self, buf: Buffer, pos: int, length: int, seq: int) -> bool:
+        """Whether the PUT frame at ``pos`` (already checked) authenticates: replay's check of
+        every frame it reads. Slices copy (a few hundred bytes) but cost less than views here."""
+        head = pos + _HEAD
+        try:
+            self._decrypt(_NONCE.pack(seq, _PUT), buf[head: pos + length - 4], buf[pos: head])
+        except self._invalid:
+            return False
+        return True
+
+    def open_run(self, buf: bytes, offsets: list[int]) -> tuple[list[bytes], list[int]] | None:
+        """The plaintext payloads and sequence numbers of the PUT frames at ``offsets``, each
+        checked and authenticated; None when any frame fails, for :meth:`plain_run` and the
+        exact reader to name it. The take's hot path. Magic and flags are not compared: the
+        header is the associated data, so the tag fails when they changed. The CRC is: a flip in
+        the CRC field alone is refused, as in a plain segment."""
+        decrypt, pack_nonce, unpack, crc_of, unpack_crc = self._decrypt, _NONCE.pack, _unpack_header, crc32c, _CRC
+        view, size, least = memoryview(buf), len(buf), fmt.FRAME_OVERHEAD + TAG_BYTES
+        payloads: list[bytes] = []
+        seqs: list[int] = []
+        add_payload, add_seq = payloads.append, seqs.append
+        try:
+            for pos in offsets:
+                _magic, ftype, _flags, length, _txn, seq = unpack(buf, pos)
+                end = pos + length - 4
+                if (ftype != _PUT or length < least or end + 4 > size
+                        or crc_of(view[pos:end]) != unpack_crc(buf, end)[0]):
+                    return None
+                add_payload(decrypt(pack_nonce(seq, _PUT), buf[pos + _HEAD: end], buf[pos: pos + _HEAD]))
+                add_seq(seq)
+        except (self._invalid, struct.error):
+            return None
+        return payloads, seqs
+
+    def plain_run(self, buf: bytes, offsets: list[int], path: str, start: int) -> bytes:
+        """``buf`` with every valid PUT frame at ``offsets`` replaced in place by its plaintext
+        frame (shorter by the tag; the freed bytes after it are zero), so that pointers still
+        name the frames. A frame that fails a check is left as it is (the exact reader reports
+        it); one that fails authentication raises CorruptLogError."""
+        out = bytearray(buf)
+        size = len(buf)
+        for pos in offsets:
+            try:
+                ftype, length, txn, seq = fmt.check_frame(buf, pos, size)
+            except fmt.FrameError:
+                continue
+            if ftype != _PUT:
+                continue
+            try:
+                plain = self.payload(buf, pos, length, seq)
+            except self._invalid:
+                raise CorruptLogError(path=path, offset=pos + start, reason=AUTH_FAILED) from None
+            frame = _pack_header(fmt.FRAME_MAGIC, _PUT, 0, length - TAG_BYTES, txn, seq) + plain
+            out[pos: pos + length] = frame + _pack_crc(crc32c(frame)) + bytes(TAG_BYTES)
+        return bytes(out)
+
+
+class KeyChain:
+    """Openers for the segments of a channel, by their header; caches one per session."""
+
+    def __init__(self, keyring: KeyRing | None) -> None:
+        self.keyring = keyring
+        self._openers: dict[tuple[int, bytes, bytes], Opener] = {}
+
+    def sealer(self, channel_id: bytes) -> Sealer | None:
+        """A new session's sealer when an active key is configured (else None: write in clear)."""
+        if self.keyring is None or self.keyring.active is None:
+            return None
+        return Sealer(self.keyring, channel_id)
+
+    def check_segments(self, fs: FileSystem, segments: list[tuple[int, str]]) -> None:
+        """Raise EncryptionKeyError for the first segment whose key is missing or wrong: called
+        before recovery changes anything, for every segment (even those a checkpoint lets replay
+        skip: their queued events are read by takes)."""
+        for _log_id, path in segments:
+            header = read_file(fs, path, fmt.SEGMENT_HEADER_SIZE)
+            if header is not None and len(header) >= fmt.SEGMENT_HEADER_SIZE:
+                self.opener(path, header[: fmt.SEGMENT_HEADER_SIZE])
+
+    def opener(self, path: str, header: bytes) -> Opener | None:
+        """The opener of the segment with ``header`` (None: a plain segment, or a header that
+        does not decode, which the scan reports). Raises EncryptionKeyError when the segment's
+        key is not configured or the configured key is not the one it was written with."""
+        try:
+            found = fmt.segment_key(header)
+        except fmt.FrameError:
+            return None
+        if found is None:
+            return None
+        channel_id = fmt.segment_channel_id(header)
+        cache_key = (found.key_id, channel_id, found.salt)
+        opener = self._openers.get(cache_key)
+        if opener is None:
+            opener = self._openers[cache_key] = self._open(path, found, channel_id)
+        return opener
+
+    def _open(self, path: str, found: SegmentKey, channel_id: bytes) -> Opener:
+        keyring = self.keyring
+        if keyring is None:
+            raise EncryptionKeyError(path=path, key_id=found.key_id, problem="and no encryption key is configured",
+                                     setting="channel.encryption_key_file or channel.encryption_key_env "
+                                             "(the tools: --key-file or --key-env)")
+        key = keyring.keys.get(found.key_id)
+        if key is None:
+            raise EncryptionKeyError(path=path, key_id=found.key_id,
+                                     problem=f"which {keyring.setting} does not hold (it holds {sorted(keyring.keys)})",
+                                     setting=f"{keyring.setting}: add key {found.key_id}")
+        subkey, check = _derive(key, channel_id, found.salt)
+        if check != found.check:
+            raise EncryptionKeyError(path=path, key_id=found.key_id,
+                                     problem=f"but the key under id {found.key_id} in {keyring.setting} is a "
+                                             "different key (the key check value in the header does not match)",
+                                     setting=f"{keyring.setting}: restore the original key {found.key_id}")
+        return Opener(subkey, found.key_id)
