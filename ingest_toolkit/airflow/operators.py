@@ -123,12 +123,16 @@ _Check = Callable[[ChannelTask, Callable[[], Any]], Verdict]
 
 # What each check reads; the checks themselves are ingest_toolkit.orchestrate's.
 _RUN: dict[str, _Check] = {
-    "refcounts_match_recount": lambda job, _spark: channel_checks.refcounts_match_recount(job.spec, job.settings),
-    "referenced_logs_intact": lambda job, _spark: referenced_logs_intact(job.spec, job.settings),
-    "drained_logs_deleted": lambda job, _spark: channel_checks.drained_logs_deleted(job.spec, job.settings),
+    "refcounts_match_recount": lambda job, _spark: channel_checks.refcounts_match_recount(
+        job.spec, job.settings, source=job.source()),
+    "referenced_logs_intact": lambda job, _spark: referenced_logs_intact(job.spec, job.settings, source=job.source()),
+    "drained_logs_deleted": lambda job, _spark: channel_checks.drained_logs_deleted(
+        job.spec, job.settings, source=job.source()),
     "checkpoint_fresh": lambda job, _spark: channel_checks.checkpoint_fresh(job.spec, job.settings,
-                                                                            agent=job.landing.agent),
-    "backlog_below_capacity": lambda job, _spark: channel_checks.backlog_below_capacity(job.spec, job.settings),
+                                                                            agent=job.landing.agent,
+                                                                            source=job.source()),
+    "backlog_below_capacity": lambda job, _spark: channel_checks.backlog_below_capacity(
+        job.spec, job.settings, source=job.source()),
     "landed_reconciles": lambda job, spark: data_checks.landed_reconciles(job.spec, job.settings, job.landing,
                                                                           spark, token=job.token),
     "landed_no_duplicate_event_ids": lambda job, spark: data_checks.landed_no_duplicate_event_ids(

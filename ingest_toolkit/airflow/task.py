@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..orchestrate.remote import AgentAccess, StateSource, state_source
 from ..orchestrate.settings import (
     ChannelSpec,
     OrchestrationSettings,
@@ -50,7 +51,16 @@ class ChannelTask:
             hook = IngestAgentHook(agent_conn_id)
             overrides, token = hook.landing_overrides(), hook.token()
         landing = load_landing_config(settings.landing_conf, **overrides)
-        return cls(settings, channel_spec(settings.agent_conf, channel), landing, token)
+        return cls(settings, channel_spec(settings.agent_conf, channel, agent=landing.agent), landing, token)
+
+    def source(self) -> StateSource:
+        """Where the channel's state is read: its directories, or the status of the agent the
+        landing takes through (:func:`~ingest_toolkit.orchestrate.remote.state_source`)."""
+        return state_source(self.spec, self.access(), self.settings.observe)
+
+    def access(self) -> AgentAccess | None:
+        """The agent of the landing configuration (the connection's, when given), with its token."""
+        return AgentAccess.of(self.landing, self.token)
 
 
 def plain(values: Any) -> Any:

@@ -64,10 +64,10 @@ def build_landing_asset(spec: ChannelSpec, settings: OrchestrationSettings, keys
                         pool: str | None = None) -> dg.AssetsDefinition:
     """The landed table; ``keys``: its resources (default :meth:`ResourceKeys.of` the channel), ``pool``:
     its concurrency pool (default ``landing-<channel>``)."""
-    keys = keys or ResourceKeys.of(spec.name)
-    pool = pool or landing_pool_name(spec.name)
+    keys = keys or ResourceKeys.of(spec.node)
+    pool = pool or landing_pool_name(spec.node)
 
-    @dg.asset(key=landed_key(spec.name), deps=[channel_key(spec.name)], pool=pool,
+    @dg.asset(key=landed_key(spec.node), deps=[channel_key(spec.node)], pool=pool,
               required_resource_keys={keys.landing, keys.spark}, group_name="landing", kinds={"spark", "parquet"},
               description=f"Takes committed events out of channel '{spec.name}' in take transactions and lands "
                           "them as Parquet (partitioned by event date/hour), exactly once.")
@@ -109,13 +109,13 @@ def build_curated_asset(spec: ChannelSpec, settings: OrchestrationSettings,
     """The hourly curated table; ``partitions`` default: :func:`channel_partitions` of the channel,
     ``pool`` default ``curated-<channel>``."""
     partitions = partitions or channel_partitions(spec, settings)
-    keys = keys or ResourceKeys.of(spec.name)
-    pool = pool or curated_pool_name(spec.name)
+    keys = keys or ResourceKeys.of(spec.node)
+    pool = pool or curated_pool_name(spec.node)
 
     with warnings.catch_warnings():  # BackfillPolicy is "beta" in Dagster 1.13; single_run is what Spark wants
         warnings.simplefilter("ignore", dg.BetaWarning)
 
-        @dg.asset(key=curated_key(spec.name), deps=[landed_key(spec.name)], partitions_def=partitions, pool=pool,
+        @dg.asset(key=curated_key(spec.node), deps=[landed_key(spec.node)], partitions_def=partitions, pool=pool,
                   backfill_policy=dg.BackfillPolicy.single_run(), group_name="curated", kinds={"spark", "parquet"},
                   required_resource_keys={keys.landing, keys.spark, keys.curated},
                   description=f"Hourly curated table of channel '{spec.name}': the landed rows of the hour, one per "

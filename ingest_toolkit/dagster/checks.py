@@ -5,6 +5,8 @@ On the channel asset: ``refcounts_match_recount``, ``referenced_logs_intact``,
 table: ``landed_reconciles``, ``landed_no_duplicate_event_ids``. On the curated table:
 ``curated_no_duplicate_event_ids``. docs/runbook.md has a section per check (meaning, what to
 do); every result carries the severity the runbook gives the check and a link to its section.
+The channel checks read the channel's directories, or, where those cannot be read here, the
+status of the agent the landing resource takes through (:mod:`ingest_toolkit.orchestrate.remote`).
 Each check here only gathers its resources and turns the verdict into an ``AssetCheckResult``.
 """
 
@@ -17,6 +19,7 @@ import dagster as dg
 from ingest_toolkit.orchestrate import channel_checks as channel
 from ingest_toolkit.orchestrate import data_checks as data
 from ingest_toolkit.orchestrate.log_presence import referenced_logs_intact
+from ingest_toolkit.orchestrate.remote import AgentAccess, StateSource, state_source
 from ingest_toolkit.orchestrate.settings import ChannelSpec, OrchestrationSettings
 from ingest_toolkit.orchestrate.verdict import check_description
 
@@ -38,51 +41,60 @@ def _check(key: dg.AssetKey, name: str, settings: OrchestrationSettings, resourc
 
 def build_channel_checks(spec: ChannelSpec, settings: OrchestrationSettings,
                          keys: ResourceKeys | None = None) -> list[dg.AssetChecksDefinition]:
-    key = channel_key(spec.name)
-    keys = keys or ResourceKeys.of(spec.name)
+    key = channel_key(spec.node)
+    keys = keys or ResourceKeys.of(spec.node)
 
-    @_check(key, "refcounts_match_recount", settings)
-    def refcounts() -> dg.AssetCheckResult:
-        return asset_check_result(channel.refcounts_match_recount(spec, settings))
+    landing_only = frozenset({keys.landing})
 
-    @_check(key, "referenced_logs_intact", settings)
-    def referenced() -> dg.AssetCheckResult:
-        return asset_check_result(referenced_logs_intact(spec, settings))
+    def source(context: dg.AssetCheckExecutionContext) -> StateSource:
+        """Where the state is read: the directories, or the agent the landing takes through."""
+        landing = keys.landing_of(context)
+        config = landing.config()
+        return state_source(spec, AgentAccess.of(config, landing.agent_token), settings.observe)
 
-    @_check(key, "drained_logs_deleted", settings)
-    def drained() -> dg.AssetCheckResult:
-        return asset_check_result(channel.drained_logs_deleted(spec, settings))
+    @_check(key, "refcounts_match_recount", settings, landing_only)
+    def refcounts(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        return asset_check_result(channel.refcounts_match_recount(spec, settings, source=source(context)))
 
-    @_check(key, "checkpoint_fresh", settings, frozenset({keys.landing}))
+    @_check(key, "referenced_logs_intact", settings, landing_only)
+    def referenced(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        return asset_check_result(referenced_logs_intact(spec, settings, source=source(context)))
+
+    @_check(key, "drained_logs_deleted", settings, landing_only)
+    def drained(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        return asset_check_result(channel.drained_logs_deleted(spec, settings, source=source(context)))
+
+    @_check(key, "checkpoint_fresh", settings, landing_only)
     def fresh(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         landing = keys.landing_of(context)
-        return asset_check_result(channel.checkpoint_fresh(spec, settings, agent=landing.config().agent))
+        return asset_check_result(channel.checkpoint_fresh(spec, settings, agent=landing.config().agent,
+                                                           source=source(context)))
 
-    @_check(key, "backlog_below_capacity", settings)
-    def backlog() -> dg.AssetCheckResult:
-        return asset_check_result(channel.backlog_below_capacity(spec, settings))
+    @_check(key, "backlog_below_capacity", settings, landing_only)
+    def backlog(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        return asset_check_result(channel.backlog_below_capacity(spec, settings, source=source(context)))
 
     return [refcounts, referenced, drained, fresh, backlog]
 
 
 def build_data_checks(spec: ChannelSpec, settings: OrchestrationSettings,
                       keys: ResourceKeys | None = None) -> list[dg.AssetChecksDefinition]:
-    keys = keys or ResourceKeys.of(spec.name)
+    keys = keys or ResourceKeys.of(spec.node)
     landing_spark = frozenset({keys.landing, keys.spark})
 
-    @_check(landed_key(spec.name), "landed_reconciles", settings, landing_spark)
+    @_check(landed_key(spec.node), "landed_reconciles", settings, landing_spark)
     def reconcile(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         landing, spark = keys.landing_of(context), keys.spark_of(context)
         return asset_check_result(data.landed_reconciles(spec, settings, landing.config(), spark.session,
                                                          token=landing.agent_token))
 
-    @_check(landed_key(spec.name), "landed_no_duplicate_event_ids", settings, landing_spark)
+    @_check(landed_key(spec.node), "landed_no_duplicate_event_ids", settings, landing_spark)
     def landed_unique(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         landing, spark = keys.landing_of(context), keys.spark_of(context)
         return asset_check_result(data.landed_no_duplicate_event_ids(spec, settings, landing.config().root,
                                                                      spark.session))
 
-    @_check(curated_key(spec.name), "curated_no_duplicate_event_ids", settings, frozenset({keys.curated, keys.spark}))
+    @_check(curated_key(spec.node), "curated_no_duplicate_event_ids", settings, frozenset({keys.curated, keys.spark}))
     def curated_unique(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         curated, spark = keys.curated_of(context), keys.spark_of(context)
         return asset_check_result(data.curated_no_duplicate_event_ids(spec, settings, curated.root, spark.session))

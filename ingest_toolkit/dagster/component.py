@@ -40,6 +40,7 @@ from ingest_toolkit.orchestrate.settings import (
     conf_dir,
     load_channel_specs,
     load_orchestration_settings,
+    remote_channel_spec,
 )
 from ingest_toolkit.settings import validation_problems
 
@@ -107,7 +108,7 @@ class ChecksAttributes(dg.Model):
 # defs.yaml attribute path -> OrchestrationSettings field
 _SETTING_OF: dict[tuple[str, ...], str] = {
     ("agent_conf",): "agent_conf", ("landing_conf",): "landing_conf", ("curated_root",): "curated_root",
-    ("batches_per_run",): "batches_per_run",
+    ("batches_per_run",): "batches_per_run", ("observe",): "observe",
     ("partitions", "start"): "partitions_start", ("partitions", "timezone"): "timezone",
     ("schedule", "drain_cron"): "drain_cron",
     ("sensor", "min_backlog"): "sensor_min_backlog",
@@ -135,21 +136,25 @@ class IngestChannelScaffolder(Scaffolder["IngestChannelScaffoldParams"]):
         target = request.target_path / "defs.yaml"
         if target.exists():
             raise ConfigError(f"{target} exists: scaffold overwrites nothing; edit it or remove it", key="defs.yaml")
-        target.write_text(defs_yaml(request.type_name, channel, params.agent_conf, params.agent), encoding="utf-8")
+        target.write_text(defs_yaml(request.type_name, channel, params.agent_conf, params.agent, params.agent_name),
+                          encoding="utf-8")
 
 
 class IngestChannelScaffoldParams(BaseModel):
     channel: str | None = None  # default: the name of the target directory
     agent_conf: str = "conf/agent.toml"
     agent: str | None = None
+    agent_name: str | None = None  # a fleet: the agent's name, which the definitions' names start with
 
 
 _YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "y", "n", "null", "nan", "inf"}
 
 
-def defs_yaml(type_name: str, channel: str, agent_conf: str = "conf/agent.toml", agent: str | None = None) -> str:
+def defs_yaml(type_name: str, channel: str, agent_conf: str = "conf/agent.toml", agent: str | None = None,
+              agent_name: str | None = None) -> str:
     """The ``defs.yaml`` the scaffolder writes: the channel, where it lives, and every setting at its default."""
     d = OrchestrationSettings.model_validate({})
+    node = f"{agent_name}_{channel}" if agent_name else channel
 
     def line(text: str, comment: str = "") -> str:
         return f"{text:<39}# {comment}".rstrip() if comment else text
@@ -176,6 +181,9 @@ def defs_yaml(type_name: str, channel: str, agent_conf: str = "conf/agent.toml",
         f"  agent_conf: {agent_conf}",
         "  # Take through this agent's gRPC API (leased takes) instead of opening the channel in-process:",
         f"  agent: {agent}" if agent else "  # agent: 127.0.0.1:7431",
+        "  # In a fleet (the same channel on several agents): names of the definitions start with this:",
+        f"  agent_name: {text(agent_name)}" if agent_name else "  # agent_name: agg1",
+        line(f"  observe: {d.observe}", "state from the directories (local), the agent's status (remote)"),
         line("  landing_conf: conf/landing.toml", "Spark settings and the landing defaults"),
         line("  landing_root: var/landing", f"path or URI (hdfs://, s3a://); Parquet under <root>/{channel}"),
         line(f"  curated_root: {d.curated_root}"),
@@ -193,8 +201,8 @@ def defs_yaml(type_name: str, channel: str, agent_conf: str = "conf/agent.toml",
         line(f"    retry_seconds: {d.sensor_retry_seconds}", "... each this long after it ended"),
         line(f"    observe_interval_seconds: {d.observe_interval_seconds}", "the channel's state, for the plots"),
         line("  pools:", "their limits: the instance's dagster.yaml"),
-        line(f"    landing: {text(f'landing-{channel}')}"),
-        line(f"    curated: {text(f'curated-{channel}')}"),
+        line(f"    landing: {text(f'landing-{node}')}"),
+        line(f"    curated: {text(f'curated-{node}')}"),
         "  checks:",
         line(f"    checkpoint_stale_factor: {d.checkpoint_stale_factor}"),
         line(f"    checkpoint_stale_when_stopped: {flag(d.checkpoint_stale_when_stopped)}"),
@@ -215,7 +223,8 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
     The channel is a channels table of the agent configuration (agent_conf). Keys left out take
     their value from the dagster table of dagster_conf (default conf/dagster.toml), else the
     toolkit's defaults. Scaffold options: --channel (default: the directory's name), --agent-conf,
-    --agent (host:port, to take through that agent). docs/dagster.md has every key.
+    --agent (host:port, to take through that agent), --agent-name (a fleet: the definitions' names
+    start with it). docs/dagster.md has every key.
     """
 
     channel: Annotated[str, _doc("the channel: a [channels.<name>] table of agent_conf")]
@@ -227,6 +236,13 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
         "the channel's data directories as this host sees them (default: agent_conf's)")] = None
     agent: Annotated[str | None, _doc(
         "host:port: take through this agent's gRPC API (leased takes) instead of in-process")] = None
+    agent_name: Annotated[str | None, _doc(
+        "the agent's name in a fleet: the names of this instance's assets, jobs, sensors, schedule, pools and "
+        "resources start with it (agg1_events_landed), so the same channel of several agents can live in "
+        "one code location")] = None
+    observe: Annotated[str | None, _doc(
+        'where the sensors and channel checks read the channel\'s state: "auto" (the agent\'s gRPC status when '
+        'agent is set and checkpoint_dir cannot be read here), "local" or "remote"')] = None
     landing_conf: Annotated[str | None, _doc(
         "Spark settings and landing defaults (default <conf dir>/landing.toml)")] = None
     landing_root: Annotated[str | None, _doc(
@@ -298,8 +314,12 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
         try:
             specs = {spec.name: spec for spec in load_channel_specs(settings.agent_conf)}
         except ConfigError as err:
+            if self.agent and not Path(settings.agent_conf).exists():
+                return self.remote_spec()
             raise ConfigError(f"{where}: attributes.agent_conf: {err}", key="attributes.agent_conf") from None
         spec = specs.get(self.channel)
+        if spec is None and self.agent:
+            spec = self.remote_spec()
         if spec is None:
             raise ConfigError(f"{where}: attributes.channel: {self.channel!r} is not a channel of "
                               f"{settings.agent_conf} (its channels: {', '.join(specs) or 'none'}); name one of them "
@@ -312,4 +332,11 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
         if moved:
             spec = spec.model_copy(update={**moved, "data_dirs": tuple(moved.get("data_dirs", spec.data_dirs)),
                                            "settings": {**spec.settings, **moved}})
-        return spec
+        return spec.model_copy(update={"agent_name": self.agent_name}) if self.agent_name else spec
+
+    def remote_spec(self) -> ChannelSpec:
+        """A channel known only by its agent (no agent configuration here): its state comes from the
+        agent's status (capacity, checkpoint interval: from its checkpoint.meta), its runs take
+        through it."""
+        return remote_channel_spec(self.channel, self.agent_name, self.checkpoint_dir or "",
+                                   tuple(self.data_dirs or ()))

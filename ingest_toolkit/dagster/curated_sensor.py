@@ -55,14 +55,14 @@ def build_curated_sensor(spec: ChannelSpec, settings: OrchestrationSettings, job
     default :func:`channel_partitions`: the curated asset's)."""
     partitions = partitions or channel_partitions(spec, settings)
 
-    @dg.sensor(name=curated_sensor_name(spec.name), job=job, minimum_interval_seconds=settings.sensor_interval_seconds,
+    @dg.sensor(name=curated_sensor_name(spec.node), job=job, minimum_interval_seconds=settings.sensor_interval_seconds,
                default_status=dg.DefaultSensorStatus.RUNNING,
                description=f"Requests the curated partitions of channel {spec.name} that each landing wrote "
                            "into (late data re-curates its hour).")
     def curated_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         after = int(context.cursor) if context.cursor and context.cursor.isdigit() else None
         records = context.instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=landed_key(spec.name), after_storage_id=after), limit=_BATCH,
+            dg.AssetRecordsFilter(asset_key=landed_key(spec.node), after_storage_id=after), limit=_BATCH,
             ascending=True).records
         if not records:
             return dg.SensorResult(skip_reason=f"channel {spec.name}: no landing since the last evaluation "
@@ -77,12 +77,12 @@ def build_curated_sensor(spec: ChannelSpec, settings: OrchestrationSettings, job
             early |= {h.to_iso8601_string() for h in hours if h.add(hours=1).timestamp() <= first}
         requests, current = [], []
         for key, landing in wanted.items():
-            if _curated_after(context.instance, curated_key(spec.name), key, landing.timestamp):
+            if _curated_after(context.instance, curated_key(spec.node), key, landing.timestamp):
                 current.append(key)
                 continue
             requests.append(dg.RunRequest(
-                run_key=f"curate-{spec.name}-{key}-after{landing.storage_id}", partition_key=key,
-                tags={"ingest/channel": spec.name, "ingest/curated": spec.name, "ingest/trigger": "landing"}))
+                run_key=f"curate-{spec.node}-{key}-after{landing.storage_id}", partition_key=key,
+                tags={"ingest/channel": spec.node, "ingest/curated": spec.node, "ingest/trigger": "landing"}))
         cursor = str(records[-1].storage_id)
         summary = (f"channel {spec.name}: {len(records)} landings up to storage id {cursor}: request "
                    f"{[r.partition_key for r in requests]}" + (f", already curated after them: {current}"

@@ -18,6 +18,7 @@ import dagster as dg
 
 from ingest_toolkit.errors import ConfigError
 from ingest_toolkit.land.config import LandingConfig, load_landing_config
+from ingest_toolkit.orchestrate.remote import AgentAccess
 from ingest_toolkit.orchestrate.settings import ChannelSpec, OrchestrationSettings
 
 from .assets import build_curated_asset, build_landing_asset
@@ -38,7 +39,7 @@ from .partitions import channel_partitions
 from .resources import CuratedResource, LandingResource, ResourceKeys, SparkResource, env_or
 from .sensors import build_drain_schedule, build_landing_sensor
 
-__all__ = ["ChannelOptions", "build_channel_definitions", "build_definitions", "build_resources"]
+__all__ = ["ChannelOptions", "agent_access", "build_channel_definitions", "build_definitions", "build_resources"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,33 +58,34 @@ def build_channel_definitions(spec: ChannelSpec, settings: OrchestrationSettings
                               resources: dict[str, dg.ConfigurableResource] | None = None) -> dg.Definitions:
     """Everything Dagster needs for one channel, its resources included (default :func:`build_resources`)."""
     options = options or ChannelOptions()
-    keys = ResourceKeys.of(spec.name)
+    keys = ResourceKeys.of(spec.node)
     land_job = dg.define_asset_job(
-        landing_job_name(spec.name), selection=dg.AssetSelection.assets(landed_key(spec.name)),
+        landing_job_name(spec.node), selection=dg.AssetSelection.assets(landed_key(spec.node)),
         description=f"Land channel {spec.name} (then check the landed table).",
-        tags={"ingest/channel": spec.name, "ingest/landing": spec.name})
+        tags={"ingest/channel": spec.node, "ingest/landing": spec.node})
     curate_job = dg.define_asset_job(
-        curated_job_name(spec.name), selection=dg.AssetSelection.assets(curated_key(spec.name)),
+        curated_job_name(spec.node), selection=dg.AssetSelection.assets(curated_key(spec.node)),
         description=f"Build curated hours of channel {spec.name}.",
-        tags={"ingest/channel": spec.name, "ingest/curated": spec.name})
+        tags={"ingest/channel": spec.node, "ingest/curated": spec.node})
     checks_job = dg.define_asset_job(
-        checks_job_name(spec.name),
-        selection=dg.AssetSelection.checks_for_assets(channel_key(spec.name), landed_key(spec.name),
-                                                      curated_key(spec.name)),
+        checks_job_name(spec.node),
+        selection=dg.AssetSelection.checks_for_assets(channel_key(spec.node), landed_key(spec.node),
+                                                      curated_key(spec.node)),
         description=f"Every on-call check of channel {spec.name} and its tables.")
     # one start for the curated asset and its sensor
     partitions = channel_partitions(spec, settings, options.landing_root)
+    access = agent_access(settings, options)
     return dg.Definitions(
-        assets=[build_channel_asset(spec),
-                build_landing_asset(spec, settings, keys, options.landing_pool or landing_pool_name(spec.name)),
+        assets=[build_channel_asset(spec, settings, access),
+                build_landing_asset(spec, settings, keys, options.landing_pool or landing_pool_name(spec.node)),
                 build_curated_asset(spec, settings, partitions, keys,
-                                    options.curated_pool or curated_pool_name(spec.name))],
+                                    options.curated_pool or curated_pool_name(spec.node))],
         asset_checks=[*build_channel_checks(spec, settings, keys), *build_data_checks(spec, settings, keys)],
         jobs=[land_job, curate_job, checks_job],
-        sensors=[build_landing_sensor(spec, settings, land_job),
+        sensors=[build_landing_sensor(spec, settings, land_job, access),
                  build_curated_sensor(spec, settings, curate_job, partitions),
-                 build_observer_sensor(spec, settings)],
-        schedules=[build_drain_schedule(spec, settings, land_job)],
+                 build_observer_sensor(spec, settings, access)],
+        schedules=[build_drain_schedule(spec, settings, land_job, access)],
         resources=resources if resources is not None else build_resources(settings, spec, options))
 
 
@@ -101,7 +103,7 @@ def build_resources(settings: OrchestrationSettings, spec: ChannelSpec,
     the ``[dagster]`` settings (read at load).
     """
     options = options or ChannelOptions()
-    keys = ResourceKeys.of(spec.name)
+    keys = ResourceKeys.of(spec.node)
     landing = _landing_config(settings)
     spark = landing.spark if landing is not None else None
     return {
@@ -115,6 +117,17 @@ def build_resources(settings: OrchestrationSettings, spec: ChannelSpec,
                                   remote=env_or("INGEST_SPARK__REMOTE", spark.remote if spark else None)),
         keys.curated: CuratedResource(root=env_or("INGEST_DAGSTER__CURATED_ROOT", settings.curated_root)),
     }
+
+
+def agent_access(settings: OrchestrationSettings, options: ChannelOptions | None = None) -> AgentAccess | None:
+    """The agent the sensors, the drain schedule and the observer ask for a channel's state where its
+    directories cannot be read: ``options.agent`` (a component's ``agent``), else ``[landing] agent``,
+    with the ``[landing]`` token variable and TLS files (the token is read at each call)."""
+    options = options or ChannelOptions()
+    landing = _landing_config(settings)
+    if landing is None:
+        return AgentAccess(options.agent) if options.agent else None
+    return AgentAccess.of(landing, agent=options.agent)
 
 
 def _landing_config(settings: OrchestrationSettings) -> LandingConfig | None:

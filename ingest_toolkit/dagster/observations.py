@@ -25,8 +25,17 @@ from typing import Any
 
 import dagster as dg
 
-from ingest_toolkit.channel.checkpoint import CheckpointInfo, CheckpointInvalid, read_checkpoint_meta
+from ingest_toolkit.channel.checkpoint import CheckpointInfo
 from ingest_toolkit.channel.tools.common import ChannelDirs, segments_of
+from ingest_toolkit.errors import IngestError
+from ingest_toolkit.orchestrate.remote import (
+    AgentAccess,
+    AgentState,
+    AgentUnreachable,
+    LocalState,
+    StateSource,
+    state_source,
+)
 from ingest_toolkit.orchestrate.settings import ChannelSpec, OrchestrationSettings
 
 from .naming import channel_key, observer_sensor_name
@@ -46,9 +55,11 @@ def _disk(spec: ChannelSpec) -> tuple[int, int]:
     return len(segments), total
 
 
-def observation_metadata(spec: ChannelSpec, info: CheckpointInfo | None, now_ns: int | None = None) -> dict[str, Any]:
-    """What one observation of the channel records (module docstring)."""
-    segments, size = _disk(spec)
+def observation_metadata(spec: ChannelSpec, info: CheckpointInfo | None, now_ns: int | None = None,
+                         disk: tuple[int, int] | None = None) -> dict[str, Any]:
+    """What one observation of the channel records (module docstring); ``disk``: segments and bytes
+    when they are not read here (a remote channel: the agent's count, the checkpoint's log bytes)."""
+    segments, size = disk if disk is not None else _disk(spec)
     metadata: dict[str, Any] = {"segments": segments, "bytes_on_disk": size,
                                 "capacity": dg.MetadataValue.text(f"{spec.capacity:,}")}
     if info is None:
@@ -63,24 +74,36 @@ def observation_metadata(spec: ChannelSpec, info: CheckpointInfo | None, now_ns:
             "puts_committed": info.puts_committed, "takes_committed": info.takes_committed}
 
 
-def channel_observation(spec: ChannelSpec) -> tuple[dg.AssetObservation, str]:
-    """An observation of the channel now, and a one-line summary of it."""
+def channel_observation(spec: ChannelSpec, source: StateSource | None = None) -> tuple[dg.AssetObservation, str]:
+    """An observation of the channel now, and a one-line summary of it. ``source``: where the state
+    is read (default: the directories); a remote observation records ``state_from``."""
+    source = source or LocalState(spec.checkpoint_dir)
+    disk: tuple[int, int] | None = None
+    now_ns: int | None = time.time_ns()
     try:
-        info = read_checkpoint_meta(spec.checkpoint_dir)
+        info, agent_now = source.checkpoint()
         problem = None
-    except (CheckpointInvalid, OSError) as err:
+        if isinstance(source, AgentState):
+            now_ns = agent_now or now_ns
+            disk = (len(source.status().get("live", {}).get("log_files", {})), info.log_bytes if info else 0)
+    except (IngestError, OSError) as err:
         info, problem = None, f"checkpoint.meta unreadable: {err}"
-    metadata = observation_metadata(spec, info, time.time_ns())
+        if isinstance(err, AgentUnreachable):
+            problem, disk = str(err), (0, 0)
+    metadata = observation_metadata(spec, info, now_ns, disk)
     if problem:
         metadata["checkpoint"] = dg.MetadataValue.text(problem)
-    summary = (f"channel {spec.name}: {problem or 'no checkpoint yet'}" if info is None else
-               f"channel {spec.name}: committed backlog {metadata['committed_backlog']:,} events, oldest "
+    if source.remote:
+        metadata["state_from"] = dg.MetadataValue.text(source.where)
+    summary = (f"channel {spec.node}: {problem or 'no checkpoint yet'}" if info is None else
+               f"channel {spec.node}: committed backlog {metadata['committed_backlog']:,} events, oldest "
                f"{metadata['oldest_event_age_seconds']:.0f} s old, checkpoint {info.checkpoint_id}, "
                f"{metadata['segments']} segments, {metadata['bytes_on_disk']:,} bytes on disk")
-    return dg.AssetObservation(asset_key=channel_key(spec.name), metadata=metadata), summary
+    return dg.AssetObservation(asset_key=channel_key(spec.node), metadata=metadata), summary
 
 
-def build_channel_asset(spec: ChannelSpec) -> dg.SourceAsset:
+def build_channel_asset(spec: ChannelSpec, settings: OrchestrationSettings | None = None,
+                        access: AgentAccess | None = None) -> dg.SourceAsset:
     """The channel as an observable source asset: the agent writes it, Dagster observes and checks it."""
     import warnings
 
@@ -88,29 +111,32 @@ def build_channel_asset(spec: ChannelSpec) -> dg.SourceAsset:
         warnings.simplefilter("ignore", dg.BetaWarning)
 
         @dg.observable_source_asset(
-            key=channel_key(spec.name), group_name="channels", tags={"dagster/kind/wal": ""},
+            key=channel_key(spec.node), group_name="channels", tags={"dagster/kind/wal": ""},
             description=f"Write-ahead-log file channel '{spec.name}' filled by the agent. Its state over time "
                         f"(backlog, oldest event, checkpoint, segments, bytes on disk) is recorded by the sensor "
-                        f"{observer_sensor_name(spec.name)} as observations; its checks read checkpoint.meta "
+                        f"{observer_sensor_name(spec.node)} as observations; its checks read checkpoint.meta "
                         "and the segment files without a lock.",
             metadata={"checkpoint_dir": spec.checkpoint_dir, "data_dirs": list(spec.data_dirs),
-                      "capacity": dg.MetadataValue.text(f"{spec.capacity:,}")})
+                      "capacity": dg.MetadataValue.text(f"{spec.capacity:,}"),
+                      **({"agent": access.address} if access is not None else {})})
         def channel() -> dg.ObserveResult:
-            observation, _summary = channel_observation(spec)
+            mode = settings.observe if settings is not None else "auto"
+            observation, _summary = channel_observation(spec, state_source(spec, access, mode))
             return dg.ObserveResult(metadata=observation.metadata)
 
     return channel
 
 
-def build_observer_sensor(spec: ChannelSpec, settings: OrchestrationSettings) -> dg.SensorDefinition:
+def build_observer_sensor(spec: ChannelSpec, settings: OrchestrationSettings,
+                          access: AgentAccess | None = None) -> dg.SensorDefinition:
     """Records an observation of the channel every ``observe_interval_seconds`` (no run)."""
 
-    @dg.sensor(name=observer_sensor_name(spec.name), minimum_interval_seconds=settings.observe_interval_seconds,
+    @dg.sensor(name=observer_sensor_name(spec.node), minimum_interval_seconds=settings.observe_interval_seconds,
                default_status=dg.DefaultSensorStatus.RUNNING,
                description=f"Records the state of channel {spec.name} (backlog, oldest event, checkpoint, "
                            "segments, bytes on disk) as an observation of its asset, for the asset page's plots.")
     def channel_observer(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        observation, summary = channel_observation(spec)
+        observation, summary = channel_observation(spec, state_source(spec, access, settings.observe))
         return dg.SensorResult(skip_reason=f"recorded an observation: {summary}", asset_events=[observation])
 
     return channel_observer

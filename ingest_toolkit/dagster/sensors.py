@@ -12,6 +12,7 @@ from __future__ import annotations
 import dagster as dg
 
 from ingest_toolkit.orchestrate.backlog import PreviousRun, RunOutcome, drain_decision, evaluate_landing
+from ingest_toolkit.orchestrate.remote import AgentAccess, state_source
 from ingest_toolkit.orchestrate.settings import ChannelSpec, OrchestrationSettings
 
 from .naming import ident, landed_key, landing_sensor_name
@@ -20,19 +21,23 @@ __all__ = ["build_drain_schedule", "build_landing_sensor", "landing_in_progress"
 
 
 def build_landing_sensor(spec: ChannelSpec, settings: OrchestrationSettings,
-                         job: dg.UnresolvedAssetJobDefinition) -> dg.SensorDefinition:
-    """The sensor of one channel; ``job`` lands that channel."""
+                         job: dg.UnresolvedAssetJobDefinition,
+                         access: AgentAccess | None = None) -> dg.SensorDefinition:
+    """The sensor of one channel; ``job`` lands that channel. ``access``: the agent the landing
+    takes through, whose status is read where the checkpoint directory cannot be
+    (:func:`~ingest_toolkit.orchestrate.remote.state_source`)."""
 
-    @dg.sensor(name=landing_sensor_name(spec.name), job=job,
+    @dg.sensor(name=landing_sensor_name(spec.node), job=job,
                minimum_interval_seconds=settings.sensor_interval_seconds,
                default_status=dg.DefaultSensorStatus.RUNNING,
                description=f"Requests a landing run of channel {spec.name} from its checkpoint.meta "
                            "when the committed backlog or its age crosses a threshold.")
     def landing_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        tick = evaluate_landing(spec.name, spec.checkpoint_dir, settings, context.cursor,
+        tick = evaluate_landing(spec.node, spec.checkpoint_dir, settings, context.cursor,
                                 previous_run=lambda key: previous_run(context, key),
                                 landing_in_progress=lambda: landing_in_progress(context, job.name,
-                                                                                landed_key(spec.name)))
+                                                                                landed_key(spec.node)),
+                                source=state_source(spec, access, settings.observe))
         decision = tick.decision
         if not decision.run:
             return dg.SensorResult(skip_reason=decision.reason, cursor=tick.cursor)
@@ -109,21 +114,22 @@ def _plans(instance: dg.DagsterInstance, run_id: str, key: dg.AssetKey) -> bool:
 
 
 def build_drain_schedule(spec: ChannelSpec, settings: OrchestrationSettings,
-                         job: dg.UnresolvedAssetJobDefinition) -> dg.ScheduleDefinition:
+                         job: dg.UnresolvedAssetJobDefinition, access: AgentAccess | None = None
+                         ) -> dg.ScheduleDefinition:
     """The floor: drain the channel every ``drain_cron`` (in ``settings.timezone``) whatever the
     sensor thresholds say."""
 
-    @dg.schedule(name=f"drain_schedule_{ident(spec.name)}", job=job, cron_schedule=settings.drain_cron,
+    @dg.schedule(name=f"drain_schedule_{ident(spec.node)}", job=job, cron_schedule=settings.drain_cron,
                  execution_timezone=settings.timezone, default_status=dg.DefaultScheduleStatus.RUNNING,
                  description=f"Drains channel {spec.name} periodically (a floor under the sensor).")
     def drain_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
-        drain = drain_decision(spec.name, spec.checkpoint_dir)
+        drain = drain_decision(spec.node, spec.checkpoint_dir, state_source(spec, access, settings.observe))
         if drain.warning:
             context.log.warning(drain.warning)
         if not drain.run:
             return dg.SkipReason(drain.reason)
         scheduled = context.scheduled_execution_time
-        key = f"drain-{spec.name}-{scheduled.isoformat() if scheduled else 'manual'}"
-        return dg.RunRequest(run_key=key, tags={"ingest/channel": spec.name, "ingest/trigger": "schedule"})
+        key = f"drain-{spec.node}-{scheduled.isoformat() if scheduled else 'manual'}"
+        return dg.RunRequest(run_key=key, tags={"ingest/channel": spec.node, "ingest/trigger": "schedule"})
 
     return drain_schedule

@@ -11,6 +11,8 @@ or use a session.
 * :mod:`.curation`: one curated partition built from the landed hours (:func:`build_curated_partition`),
   the hourly partitions of an orchestrator's interval (:func:`hourly_windows`);
 * :mod:`.spark`: the Spark session of one task, started only when needed (:func:`task_spark`);
+* :mod:`.remote`: where a channel's state is read: its directories, or its agent's gRPC status
+  (:func:`state_source`; the checks judged from it are in :mod:`.agent_checks`);
 * :mod:`.backlog`: when to land (:func:`evaluate_landing`, :func:`decide`) and when to drain;
 * the checks, each returning a :class:`Verdict` (passed, severity, description, metadata,
   runbook link): :mod:`.channel_checks`, :mod:`.log_presence` (channel health) and
@@ -43,6 +45,7 @@ from .curation import CuratedResult, build_curated_partition, hour_of_landed_dir
 from .data_checks import curated_no_duplicate_event_ids, landed_no_duplicate_event_ids, landed_reconciles
 from .landing import agent_status, agent_token, channel_route, land, landing_lines, landing_metadata
 from .log_presence import referenced_logs_intact
+from .remote import AgentAccess, AgentState, AgentUnreachable, LocalState, state_source
 from .settings import (
     ChannelSpec,
     OrchestrationSettings,
@@ -64,7 +67,8 @@ from .verdict import (
     runbook_ref,
 )
 
-__all__ = ["CHECKS", "SEVERITIES", "ChannelSpec", "ChannelState", "CheckInfo", "CuratedResult", "Decision",
+__all__ = ["CHECKS", "SEVERITIES", "AgentAccess", "AgentState", "AgentUnreachable", "ChannelSpec", "LocalState",
+           "state_source", "ChannelState", "CheckInfo", "CuratedResult", "Decision",
            "DrainDecision", "LandingTick", "OrchestrationSettings", "PathValue", "PreviousRun", "RunOutcome",
            "SensorCursor", "Severity", "TextValue", "UrlValue", "Verdict", "agent_status", "agent_token",
            "backlog_below_capacity", "build_curated_partition", "channel_route", "channel_spec", "check_description",

@@ -1,7 +1,9 @@
 """When to land a channel: the landing sensor's decision from ``checkpoint.meta``, and the drain's.
 
-The decision reads only ``checkpoint.meta`` (:func:`read_checkpoint_meta`: no lock, no RPC, one
-small file), so an evaluation costs a millisecond and never disturbs the channel's owner.
+The decision reads only ``checkpoint.meta`` (``read_checkpoint_meta``: no lock, no RPC, one
+small file), so an evaluation costs a millisecond and never disturbs the channel's owner. Where
+the channel's directories cannot be read, the same fields come from the agent's status API
+(:mod:`.remote`: one gRPC call per evaluation).
 
 It requests a run when the *committed backlog* (events committed and not taken: ``queue_size``
 minus events in open takes) reaches ``sensor_min_backlog``, or when the oldest of them has waited
@@ -36,9 +38,10 @@ import enum
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
-from ..channel.checkpoint import CheckpointInfo, CheckpointInvalid, read_checkpoint_meta
+from ..channel.checkpoint import CheckpointInfo, CheckpointInvalid
+from .remote import AgentUnreachable, LocalState, StateSource
 from .settings import OrchestrationSettings
 
 __all__ = ["ChannelState", "Decision", "DrainDecision", "LandingTick", "PreviousRun", "RunOutcome", "SensorCursor",
@@ -190,18 +193,27 @@ class LandingTick:
 
 def evaluate_landing(channel: str, checkpoint_dir: str, settings: OrchestrationSettings, cursor_text: str | None,
                      previous_run: Callable[[str], PreviousRun | None],
-                     landing_in_progress: Callable[[], str | None]) -> LandingTick:
+                     landing_in_progress: Callable[[], str | None], *,
+                     source: StateSource | None = None) -> LandingTick:
     """One evaluation of the landing sensor of ``channel`` (module docstring).
 
     ``previous_run(run_key)``: the newest run the orchestrator launched with that key, or None;
     ``landing_in_progress()``: the id of a queued or running landing run of the channel, or None.
-    Each is called only when the decision needs it."""
+    Each is called only when the decision needs it. ``source``: where the state is read
+    (:func:`~ingest_toolkit.orchestrate.remote.state_source`; default ``checkpoint_dir``); a
+    remote state's reasons end with where it came from, an agent that does not answer is a skip
+    that names it."""
+    source = source or LocalState(checkpoint_dir)
     try:
-        info = read_checkpoint_meta(checkpoint_dir)
+        info, now_ns = source.checkpoint()
+    except AgentUnreachable as err:
+        return LandingTick(Decision(False, f"channel {channel}: {err}"), None)
     except (CheckpointInvalid, OSError) as err:
         return LandingTick(Decision(False, f"channel {channel}: checkpoint.meta unreadable: {err}"), None)
     cursor = SensorCursor.parse(cursor_text)
-    decision = decide(channel, info, settings, cursor=cursor)
+    decision = decide(channel, info, settings, now_ns, cursor=cursor)
+    if source.remote:
+        decision = replace(decision, reason=f"{decision.reason} (state from {source.where})")
     seen = SensorCursor(info.checkpoint_id if info else cursor.checkpoint_id,
                         info.channel_id if info else cursor.channel_id, cursor.requested, cursor.requested_run_key,
                         cursor.retries)
@@ -231,13 +243,20 @@ class DrainDecision:
     warning: str = ""
 
 
-def drain_decision(channel: str, checkpoint_dir: str) -> DrainDecision:
-    """Drain unless ``checkpoint.meta`` says the committed backlog is empty (an unreadable one drains)."""
+def drain_decision(channel: str, checkpoint_dir: str, source: StateSource | None = None) -> DrainDecision:
+    """Drain unless ``checkpoint.meta`` says the committed backlog is empty (an unreadable one drains).
+
+    ``source``: where the state is read (default ``checkpoint_dir``). An agent that does not
+    answer is a skip naming it: the landing would take through that agent and fail the same way."""
+    source = source or LocalState(checkpoint_dir)
     try:
-        info = read_checkpoint_meta(checkpoint_dir)
+        info, _now = source.checkpoint()
+    except AgentUnreachable as err:
+        return DrainDecision(False, f"channel {channel}: {err}")
     except (CheckpointInvalid, OSError) as err:
         return DrainDecision(True, warning=f"checkpoint.meta unreadable ({err}); draining anyway")
     if info is not None and info.queue_size - info.inflight_takes <= 0:
+        suffix = f" (state from {source.where})" if source.remote else ""
         return DrainDecision(False, f"channel {channel}: nothing to drain (committed backlog 0 at checkpoint "
-                                    f"{info.checkpoint_id})")
+                                    f"{info.checkpoint_id}){suffix}")
     return DrainDecision(True)

@@ -15,6 +15,8 @@ removing the old files between our reads: the load then fails with a missing fil
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -24,13 +26,33 @@ from ..channel.checkpoint import CheckpointInvalid, read_checkpoint_meta
 from ..channel.tools.common import ChannelDirs, lock_state, segments_of
 from ..channel.tools.health import LiveCheckpoint, load_live_checkpoint
 from ..channel.tools.refcounts import deletion_floor, recount
+from . import agent_checks
+from .remote import AgentState, StateSource
 from .settings import ChannelSpec, OrchestrationSettings
 from .verdict import Verdict, verdict
 
 __all__ = ["LiveCheckpoint", "backlog_below_capacity", "checkpoint_fresh", "drained_logs_deleted",
-           "load_live_checkpoint", "missing_directory", "read_state", "refcounts_match_recount"]
+           "load_live_checkpoint", "missing_directory", "observed", "read_state", "refcounts_match_recount"]
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Verdict])
+
+
+def observed(remote: Callable[[ChannelSpec, OrchestrationSettings, AgentState], Verdict]) -> Callable[[F], F]:
+    """A check with a ``source=`` keyword (:func:`~.remote.state_source`): judged by ``remote`` from
+    the agent's status when that is an :class:`~.remote.AgentState`, else by the decorated function
+    from the directories; the verdict's ``state_from`` says which."""
+    def decorate(local: F) -> F:
+        @functools.wraps(local)
+        def check(spec: ChannelSpec, settings: OrchestrationSettings, *args: Any,
+                  source: StateSource | None = None, **kwargs: Any) -> Verdict:
+            if isinstance(source, AgentState):
+                return remote(spec, settings, source)
+            found = local(spec, settings, *args, **kwargs)  # the directories: ``source`` is not passed on
+            return dataclasses.replace(found, metadata={
+                "state_from": f"checkpoint directory {spec.checkpoint_dir}", **found.metadata})
+        return check  # type: ignore[return-value]
+    return decorate
 
 
 def missing_directory(check: str, spec: ChannelSpec, settings: OrchestrationSettings) -> Verdict | None:
@@ -64,7 +86,9 @@ def read_state(check: str, spec: ChannelSpec, settings: OrchestrationSettings, r
                        metadata={**metadata, "problem": str(err)})
 
 
-def refcounts_match_recount(spec: ChannelSpec, settings: OrchestrationSettings) -> Verdict:
+@observed(agent_checks.remote_refcounts_match_recount)
+def refcounts_match_recount(spec: ChannelSpec, settings: OrchestrationSettings, *,
+                            source: StateSource | None = None) -> Verdict:
     """``log_refcounts`` in checkpoint.meta equal an offline recount of the same checkpoint."""
     name = "refcounts_match_recount"
     live = read_state(name, spec, settings, load_live_checkpoint, checkpoint_dir=spec.checkpoint_dir)
@@ -88,7 +112,9 @@ def refcounts_match_recount(spec: ChannelSpec, settings: OrchestrationSettings) 
                   "read_attempts": live.attempts})
 
 
-def drained_logs_deleted(spec: ChannelSpec, settings: OrchestrationSettings, now_ns: int | None = None) -> Verdict:
+@observed(agent_checks.remote_drained_logs_deleted)
+def drained_logs_deleted(spec: ChannelSpec, settings: OrchestrationSettings, now_ns: int | None = None, *,
+                         source: StateSource | None = None) -> Verdict:
     """No segment below the deletion floor survives its checkpoint by more than the grace.
 
     The floor is the channel's own rule
@@ -133,8 +159,9 @@ def drained_logs_deleted(spec: ChannelSpec, settings: OrchestrationSettings, now
         else f"no drained log file below the deletion floor log-{floor}"))
 
 
+@observed(agent_checks.remote_checkpoint_fresh)
 def checkpoint_fresh(spec: ChannelSpec, settings: OrchestrationSettings, now_ns: int | None = None,
-                     agent: str | None = None) -> Verdict:
+                     agent: str | None = None, *, source: StateSource | None = None) -> Verdict:
     """The checkpoint is younger than ``checkpoint_stale_factor`` checkpoint intervals.
 
     ``agent``: the address the landing takes through (``[landing] agent``). When set, an agent
@@ -174,7 +201,9 @@ def checkpoint_fresh(spec: ChannelSpec, settings: OrchestrationSettings, now_ns:
         f"({settings.checkpoint_stale_factor:g} x interval {interval:g} s)"))
 
 
-def backlog_below_capacity(spec: ChannelSpec, settings: OrchestrationSettings) -> Verdict:
+@observed(agent_checks.remote_backlog_below_capacity)
+def backlog_below_capacity(spec: ChannelSpec, settings: OrchestrationSettings, *,
+                           source: StateSource | None = None) -> Verdict:
     """Queued events (in-flight takes and spilled puts included) stay below a fraction of capacity."""
     name = "backlog_below_capacity"
     info = read_state(name, spec, settings, read_checkpoint_meta)

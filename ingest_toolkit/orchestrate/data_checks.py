@@ -5,7 +5,9 @@ Reconciliation compares three counts:
 * the events recorded by the landing's manifests (one manifest per committed batch);
 * the rows of the landed table (every data file below ``<root>/<channel>``);
 * ``takes_committed`` of the channel, when the landing is its only taker
-  (``[dagster] landing_only_taker``): every event a take removed must have landed.
+  (``[dagster] landing_only_taker``): every event a take removed must have landed. When several
+  channels of the same name (a fleet's aggregators) land into one table, that count is compared
+  with the manifests of this channel's identity only; manifests and rows with the whole table.
 
 ``takes_committed`` comes from the agent's live counters when the landing takes through an
 agent, else from ``checkpoint.meta``, which is as of the last checkpoint: a landing that
@@ -45,10 +47,13 @@ StartSpark = Callable[[], Any]  # starts (or returns) the Spark session of the r
 
 
 class ManifestTotals:
-    """What the manifests of one channel add up to."""
+    """What the manifests of one table add up to; ``by_channel``: events per channel identity (32
+    hex digits): several channels of the same name (a fleet's aggregators) may land into one table."""
 
-    def __init__(self, batches: int, events: int, newest_commit_unix_ns: int) -> None:
+    def __init__(self, batches: int, events: int, newest_commit_unix_ns: int,
+                 by_channel: dict[str, int] | None = None) -> None:
         self.batches, self.events, self.newest_commit_unix_ns = batches, events, newest_commit_unix_ns
+        self.by_channel = by_channel if by_channel is not None else {}
 
 
 def session_for(root: str, start_spark: StartSpark) -> Any:
@@ -67,7 +72,10 @@ def manifest_totals(root: str, channel: str, spark: Any = None) -> ManifestTotal
     manifests = read_manifests(root, channel, spark=spark, storage="auto" if spark is not None else "arrow")
     newest = max((pendulum.parse(m.created) for m in manifests), default=None)
     newest_ns = int(newest.timestamp() * 1e9) if isinstance(newest, pendulum.DateTime) else 0
-    return ManifestTotals(len(manifests), sum(m.count for m in manifests), newest_ns)
+    by_channel: dict[str, int] = {}
+    for m in manifests:
+        by_channel[m.channel_id] = by_channel.get(m.channel_id, 0) + m.count
+    return ManifestTotals(len(manifests), sum(m.count for m in manifests), newest_ns, by_channel)
 
 
 def landed_no_duplicate_event_ids(spec: ChannelSpec, settings: OrchestrationSettings, landed_root: str,
@@ -112,13 +120,16 @@ class TakenCount:
     takes_committed: int
     source: str
     current: bool
+    channel_id: str | None = None  # the channel's identity (32 hex digits), to pick its manifests in a shared table
 
 
 def taken_from_agent(status: dict[str, object]) -> TakenCount:
     """From the agent's live counters (``AgentClient.status``): exact at the time of the call."""
     live = status.get("live")
     assert isinstance(live, dict)
-    return TakenCount(int(live["takes_committed"]), "agent status (live counters)", True)
+    channel_id = status.get("channel_id")
+    return TakenCount(int(live["takes_committed"]), "agent status (live counters)", True,
+                      str(channel_id).replace("-", "") if channel_id else None)
 
 
 def taken_from_checkpoint(spec: ChannelSpec, newest_manifest_ns: int, wait_s: float) -> TakenCount | None:
@@ -134,7 +145,8 @@ def taken_from_checkpoint(spec: ChannelSpec, newest_manifest_ns: int, wait_s: fl
         owned, _holder = lock_state(spec.checkpoint_dir)
         current = owned is False or info.written_unix_ns >= newest_manifest_ns + 1_000_000_000
         if current or time.monotonic() >= deadline:
-            return TakenCount(info.takes_committed, f"checkpoint.meta {info.checkpoint_id}", current)
+            return TakenCount(info.takes_committed, f"checkpoint.meta {info.checkpoint_id}", current,
+                              info.channel_id.replace("-", ""))
         time.sleep(min(1.0, max(0.05, deadline - time.monotonic())))
 
 
@@ -161,6 +173,15 @@ def landed_reconciles(spec: ChannelSpec, settings: OrchestrationSettings, landin
     return _reconcile(settings, f"{landing.root}/{spec.name}", totals, taken, session, unavailable=unavailable)
 
 
+def _takes_note(totals: ManifestTotals, taken: TakenCount | None) -> str:
+    if taken is None or not taken.current:
+        return ""
+    if len(totals.by_channel) > 1 and taken.channel_id:
+        return (f"; {totals.by_channel.get(taken.channel_id, 0)} of them from this channel "
+                f"({len(totals.by_channel)} channels land into the table) = takes committed by the channel")
+    return " = takes committed by the channel"
+
+
 def _reconcile(settings: OrchestrationSettings, table_uri: str, totals: ManifestTotals, taken: TakenCount | None,
                spark: Any = None, *, unavailable: str | None = None) -> Verdict:
     """Manifest events == landed rows, and == takes_committed when ``taken`` is given (the landing
@@ -176,16 +197,20 @@ def _reconcile(settings: OrchestrationSettings, table_uri: str, totals: Manifest
     if taken is not None:
         metadata.update(takes_committed=taken.takes_committed, takes_source=taken.source,
                         takes_current=taken.current)
-        if taken.current and taken.takes_committed != totals.events:
+        own, whose = totals.events, ""
+        if len(totals.by_channel) > 1 and taken.channel_id:  # a table several channels land into
+            own, whose = totals.by_channel.get(taken.channel_id, 0), f" of channel {taken.channel_id}"
+            metadata.update(channels_in_table=len(totals.by_channel), manifest_events_of_channel=own)
+        if taken.current and taken.takes_committed != own:
             problems.append(f"the channel committed takes of {taken.takes_committed} events ({taken.source}), "
-                            f"the manifests record {totals.events}")
-        elif not taken.current and taken.takes_committed > totals.events:
+                            f"the manifests{whose} record {own}")
+        elif not taken.current and taken.takes_committed > own:
             problems.append(f"the channel had committed takes of {taken.takes_committed} events ({taken.source}), "
-                            f"more than the {totals.events} the manifests record")
+                            f"more than the {own} the manifests{whose} record")
         elif not taken.current:
             note = (f"; {taken.source} predates the last landing: takes_committed {taken.takes_committed} <= "
                     "manifest events checked, equality not judged")
     description = "; ".join(problems) if problems else (
         f"{totals.events} events in {totals.batches} manifests = {scan.rows} landed rows"
-        + (" = takes committed by the channel" if taken is not None and taken.current else "") + note)
+        + _takes_note(totals, taken) + note)
     return verdict("landed_reconciles", settings, passed=not problems, description=description, metadata=metadata)

@@ -20,7 +20,9 @@ from typing import Any
 from ..channel.checkpoint import Checkpoint, read_checkpoint_meta
 from ..channel.tools.common import ChannelDirs, segments_of
 from ..channel.tools.health import Need, needed_segments, segment_problem
-from .channel_checks import LiveCheckpoint, load_live_checkpoint, read_state
+from . import agent_checks
+from .channel_checks import LiveCheckpoint, load_live_checkpoint, observed, read_state
+from .remote import StateSource
 from .settings import ChannelSpec, OrchestrationSettings
 from .verdict import TextValue, Verdict, verdict
 
@@ -43,7 +45,9 @@ def _damage(needs: Iterable[Need], spec: ChannelSpec) -> dict[str, tuple[Need, s
     return found
 
 
-def referenced_logs_intact(spec: ChannelSpec, settings: OrchestrationSettings) -> Verdict:
+@observed(agent_checks.remote_referenced_logs_intact)
+def referenced_logs_intact(spec: ChannelSpec, settings: OrchestrationSettings, *,
+                           source: StateSource | None = None) -> Verdict:
     """Every segment that queued or in-flight events (or the writer position) need is present
     and long enough. A finding is judged again against a newer checkpoint if one was written
     meanwhile (it may have released the segment, which is then deleted legitimately)."""

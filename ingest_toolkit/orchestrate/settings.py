@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import zoneinfo
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -32,7 +32,7 @@ from ..errors import ConfigError
 from ..settings import env_overrides, env_variables, invalid_settings, load_table, validation_problems
 
 __all__ = ["ChannelSpec", "OrchestrationSettings", "channel_spec", "conf_dir", "load_channel_specs",
-           "load_orchestration_settings"]
+           "load_orchestration_settings", "remote_channel_spec"]
 
 
 NEUTRAL_FILE, NEUTRAL_TABLE = "orchestrate.toml", "orchestrate"
@@ -55,6 +55,16 @@ class ChannelSpec(BaseModel):
     checkpoint_interval: float
     settings: dict[str, Any] = Field(default_factory=dict)  # every ChannelConfig field, to open it in-process
     agent_conf: str | None = None  # the agent configuration naming it (finds the agent that owns it)
+    # The agent serving it, when several agents have channels of the same name (a fleet): the
+    # orchestrator's names of this channel's definitions start with it (:attr:`node`).
+    agent_name: str | None = None
+
+    @property
+    def node(self) -> str:
+        """The name the orchestrator's definitions of this channel derive from: ``<agent_name>_<name>``
+        in a fleet (two aggregators' ``events`` are two sets of assets, sensors and pools), else the
+        channel's name."""
+        return f"{self.agent_name}_{self.name}" if self.agent_name else self.name
 
 
 class OrchestrationSettings(BaseModel):
@@ -86,6 +96,10 @@ class OrchestrationSettings(BaseModel):
     backlog_warn_fraction: float = Field(0.8, gt=0, le=1)
     landing_only_taker: bool = True
     checkpoint_wait_seconds: float = Field(0.0, ge=0)
+    # Where the sensor, the drain schedule, the observer and the channel checks read a channel's
+    # state: "auto" (the agent's gRPC status when an agent is configured and the checkpoint
+    # directory cannot be read here, else the directories), "local" or "remote" (orchestrate.remote).
+    observe: Literal["auto", "local", "remote"] = "auto"
     runbook_url: str = ""  # where docs/runbook.md is served; checks link <runbook_url>#<check> ("": the local file)
 
     @field_validator("timezone")
@@ -139,10 +153,24 @@ def load_channel_specs(agent_conf: str | Path) -> list[ChannelSpec]:
             for name, channel in config.channels.items()]
 
 
-def channel_spec(agent_conf: str | Path, name: str) -> ChannelSpec:
+def remote_channel_spec(name: str, agent_name: str | None = None, checkpoint_dir: str = "",
+                        data_dirs: tuple[str, ...] = ()) -> ChannelSpec:
+    """A channel known only by the agent that serves it (no agent configuration on this host): its
+    state comes from the agent's status (capacity and checkpoint interval from its checkpoint.meta)
+    and its landings take through that agent."""
+    return ChannelSpec(name=name, checkpoint_dir=checkpoint_dir, data_dirs=data_dirs, capacity=0,
+                       checkpoint_interval=0.0, agent_name=agent_name)
+
+
+def channel_spec(agent_conf: str | Path, name: str, *, agent: str | None = None) -> ChannelSpec:
     """The :class:`ChannelSpec` of channel ``name``; ConfigError naming the file and its channels
-    when it has no ``[channels.<name>]`` table."""
+    when it has no ``[channels.<name>]`` table. With ``agent`` (the address the landing takes
+    through), a missing file or table gives :func:`remote_channel_spec` instead."""
+    if agent and not Path(agent_conf).exists():
+        return remote_channel_spec(name)
     specs = {spec.name: spec for spec in load_channel_specs(agent_conf)}
+    if agent and name not in specs:
+        return remote_channel_spec(name)
     if name not in specs:
         raise ConfigError(f"{agent_conf} has no [channels.{name}] table; its channels: "
                           f"{', '.join(specs) or 'none'}", key=f"channels.{name}")
