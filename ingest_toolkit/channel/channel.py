@@ -340,6 +340,9 @@ class FileChannel:
     def txn_take_columns(self, tx: Transaction, n: int) -> EventColumns:
         return self._take(tx, n, self._reader.read_columns)
 
+    def txn_take_payloads(self, tx: Transaction, n: int) -> tuple[list[bytes], list[int]]:
+        return self._take(tx, n, self._reader.read_payloads)
+
     def txn_take_arrow(self, tx: Transaction, n: int) -> ArrowColumns:
         return self._take(tx, n, self._reader.read_arrow)
 

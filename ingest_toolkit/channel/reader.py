@@ -66,6 +66,30 @@ class EventReader:
             i = j
         return out
 
+    def read_payloads(self, pointers: list[int]) -> tuple[list[bytes], list[int]]:
+        """The PUT payloads (plaintext) and seqs of ``pointers``, verified as by
+        :meth:`read_columns` (checksum, frame type, authentication) but not decoded. A damaged
+        frame raises the same CorruptLogError; a payload that is not a Put message is not noticed
+        here (its reader decodes it)."""
+        payloads: list[bytes] = []
+        seqs: list[int] = []
+        i, n = 0, len(pointers)
+        while i < n:
+            j = _run_end(pointers, i)
+            path, start, buf = self._run_buffer(pointers, i, j)
+            opener = self._openers.get(fmt.pointer_log_id(pointers[i]))
+            if opener is None:
+                _payload_run(path, buf, start, pointers, i, j, payloads, seqs)
+            else:
+                opened = opener.open_run(buf, [(p & _MASK) - start for p in pointers[i:j]])
+                if opened is None:  # a frame failed: the exact path names it
+                    self._decode_encrypted(opener, path, buf, start, pointers, i, j, EventColumns())
+                    raise CorruptLogError(path=path, offset=start, reason="a frame of this run failed authentication")
+                payloads += opened[0]
+                seqs += opened[1]
+            i = j
+        return payloads, seqs
+
     def read_arrow(self, pointers: list[int]) -> ArrowColumns:
         """:meth:`read_columns` as Arrow columns (see :mod:`.columnar`), run by run.
 
@@ -246,6 +270,27 @@ def _decode_run(path: str, buf: bytes, start: int, pointers: list[int], i: int, 
     except DecodeError:
         _raise_undecodable(path, payloads, offsets)
         raise
+
+
+def _payload_run(path: str, buf: bytes, start: int, pointers: list[int], i: int, j: int,
+                 payloads: list[bytes], seqs: list[int]) -> None:
+    """Verify the frames of ``pointers[i:j]`` in ``buf`` (read from ``start``) and append their
+    payloads and seqs: :func:`_decode_run`'s checks, without the decoding."""
+    view, size = memoryview(buf), len(buf)
+    add_payload, add_seq = payloads.append, seqs.append
+    for k in range(i, j):
+        pos = (pointers[k] & _MASK) - start
+        if pos + _OVERHEAD <= size:  # hot path, inlined as in _decode_run
+            magic, ftype, flags, length, _txn, seq = _unpack_header(buf, pos)
+            end = pos + length - 4
+            if (magic == _MAGIC and ftype == _PUT and not flags and length >= _OVERHEAD
+                    and end + 4 <= size and crc32c(view[pos:end]) == _unpack_crc(buf, end)[0]):
+                add_seq(seq)
+                add_payload(buf[pos + _HEAD:end])
+                continue
+        payload, seq = _checked_payload(path, buf, view, pos, start)
+        add_seq(seq)
+        add_payload(bytes(payload))
 
 
 def _decode_payloads(payloads: list[bytes], seqs: list[int], out: EventColumns) -> None:

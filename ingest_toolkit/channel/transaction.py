@@ -79,6 +79,10 @@ class TransactionHost(Protocol):
         """Pop up to ``n`` events into ``tx`` and read them as columns."""
         ...
 
+    def txn_take_payloads(self, tx: Transaction, n: int) -> tuple[list[bytes], list[int]]:
+        """Pop up to ``n`` events into ``tx``; their PUT payloads as stored, and their seqs."""
+        ...
+
     def txn_take_arrow(self, tx: Transaction, n: int) -> ArrowColumns:
         """Pop up to ``n`` events into ``tx`` and read them as an Arrow table."""
         ...
@@ -178,6 +182,16 @@ class Transaction:
             raise ValueError("max_events must be >= 0")
         self._begin(TxnKind.TAKE, max_events)
         return self._channel.txn_take_columns(self, max_events)
+
+    def take_payloads(self, max_events: int = 1) -> tuple[list[bytes], list[int]]:
+        """:meth:`take`, returning each event's PUT payload as the channel stores it (a
+        ``channel.v1.Put`` message: body and headers; ``codec.decode_puts`` decodes a list of
+        them) and the seqs, without decoding: for code that passes events on (the agent's
+        remote take). Every frame is verified (checksum, authentication) as by :meth:`take`."""
+        if max_events < 0:
+            raise ValueError("max_events must be >= 0")
+        self._begin(TxnKind.TAKE, max_events)
+        return self._channel.txn_take_payloads(self, max_events)
 
     def take_arrow(self, max_events: int = 1) -> ArrowColumns:
         """:meth:`take`, returning the events as :class:`~ingest_toolkit.channel.columnar.ArrowColumns`

@@ -34,8 +34,9 @@ class RemoteTxn:
     """One remote transaction: the channel transaction, its lease and who holds it."""
 
     def __init__(self, tx: Transaction, *, channel: str, lease_seconds: float, peer: str,
-                 cancel: Callable[[], None] | None = None) -> None:
+                 cancel: Callable[[], None] | None = None, payloads: bool = False) -> None:
         self.tx, self.channel, self.peer = tx, channel, peer
+        self.payloads = payloads  # takes answer with payloads as stored (Begin.payloads)
         self.lease_seconds = lease_seconds
         self.opened = time.monotonic()
         self.lock = threading.Lock()

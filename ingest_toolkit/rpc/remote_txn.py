@@ -21,7 +21,7 @@ from ..channel import Event, EventColumns, TxnState
 from ..errors import ChannelClosedError, IngestError, TransactionError
 from .errors import AgentUnavailableError, RemoteError, from_rpc_error, rebuild
 from .proto import agent_pb2 as pb
-from .wire import decode_columns, fill_batch
+from .wire import decode_taken, fill_batch
 
 __all__ = ["RemoteTransaction", "TxnStream"]
 
@@ -235,7 +235,7 @@ class RemoteTransaction:
             return
         stream = self._connect()
         stream.send(pb.TxnRequest(begin=pb.Begin(channel=self.channel, lease_seconds=self.lease_seconds,
-                                                 take=take)))
+                                                 take=take, payloads=True)))
         try:
             begun = stream.recv(f"begin transaction on {self.channel}")
         except BaseException:
@@ -254,7 +254,7 @@ class RemoteTransaction:
         columns = EventColumns()
         while True:
             response = self._answer(what)
-            columns.extend(decode_columns(response.chunk.events))
+            columns.extend(decode_taken(response.chunk.events))
             if response.chunk.last:
                 return columns
 

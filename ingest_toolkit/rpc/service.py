@@ -46,7 +46,7 @@ from .handlers import PutHandler
 from .leases import LeaseTable, RemoteTxn
 from .proto import agent_pb2 as pb
 from .proto import agent_pb2_grpc as pb_grpc
-from .wire import CHUNK_BYTES, column_chunks, fill_columns
+from .wire import CHUNK_BYTES, column_chunks, fill_columns, payload_chunks
 
 __all__ = ["AgentService", "Observer"]
 
@@ -200,7 +200,7 @@ class AgentService(pb_grpc.AgentServicer):
             log.info("no next take on %s for %s after its commit: %s", ended.channel, ended.peer, err)
             return None
         following = RemoteTxn(tx, channel=ended.channel, lease_seconds=ended.lease_seconds,
-                              peer=ended.peer, cancel=context.cancel)
+                              peer=ended.peer, cancel=context.cancel, payloads=ended.payloads)
         self.leases.remove(ended)
         if not self.leases.add(following, limit=self.max_open_transactions):
             following.abandon()
@@ -219,7 +219,7 @@ class AgentService(pb_grpc.AgentServicer):
             channel = self._channel(begin.channel)
             lease = self.leases.lease_for(begin.lease_seconds)
             remote = RemoteTxn(channel.transaction(), channel=begin.channel, lease_seconds=lease,
-                               peer=context.peer(), cancel=context.cancel)
+                               peer=context.peer(), cancel=context.cancel, payloads=begin.payloads)
             if not self.leases.add(remote, limit=self.max_open_transactions):  # atomic check-and-add
                 remote.abandon()  # the empty transaction: nothing to undo but its slot
                 raise AgentUnavailableError(
@@ -257,7 +257,10 @@ class AgentService(pb_grpc.AgentServicer):
             return [pb.TxnResponse(put=pb.PutDone(first_seq=seqs[0] if seqs else 0, count=len(seqs)))]
         if op == "take":
             started = time.perf_counter()
-            responses = self._take(tx.take_columns(request.take.max_events))
+            if remote.payloads:  # passed on as stored: the client decodes them
+                responses = self._take_payloads(*tx.take_payloads(request.take.max_events))
+            else:
+                responses = self._take(tx.take_columns(request.take.max_events))
             self._timed("take", remote.channel, started)
             return responses
         if op == "extend":
@@ -282,6 +285,18 @@ class AgentService(pb_grpc.AgentServicer):
         for i, part in enumerate(parts):
             response = pb.TxnResponse()
             fill_columns(response.chunk.events, part)
+            response.chunk.last = i == len(parts) - 1
+            responses.append(response)
+        return responses
+
+    def _take_payloads(self, payloads: list[bytes], seqs: list[int]) -> list[pb.TxnResponse]:
+        parts = list(payload_chunks(payloads, seqs, self._chunk_bytes)) or [([], [])]
+        responses = []
+        for i, (part, part_seqs) in enumerate(parts):
+            response = pb.TxnResponse()
+            events = response.chunk.events
+            events.payloads.extend(part)
+            events.seqs.extend(part_seqs)
             response.chunk.last = i == len(parts) - 1
             responses.append(response)
         return responses

@@ -12,12 +12,15 @@ from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from itertools import accumulate
 
+from google.protobuf.message import DecodeError
+
 from ..channel import Event, EventColumns
+from ..channel.codec import decode_puts
 from .errors import InvalidRequestError
 from .proto import agent_pb2 as pb
 
-__all__ = ["CHUNK_BYTES", "body_bytes", "column_chunks", "decode_batch", "decode_columns", "encode_batch",
-           "fill_batch", "fill_columns", "fill_put_columns"]
+__all__ = ["CHUNK_BYTES", "body_bytes", "column_chunks", "decode_batch", "decode_columns", "decode_taken",
+           "encode_batch", "fill_batch", "fill_columns", "fill_put_columns", "payload_chunks"]
 
 CHUNK_BYTES = 1 << 20  # target size of one take chunk; a chunk always holds at least one event
 
@@ -137,3 +140,39 @@ def column_chunks(columns: EventColumns, chunk_bytes: int = CHUNK_BYTES) -> Iter
         yield EventColumns(columns.bodies[start:end], columns.seqs[start:end], columns.header_counts[start:end],
                            keys[a:b], values[a:b])
         start = end
+
+
+def payload_chunks(payloads: list[bytes], seqs: list[int],
+                   chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[list[bytes], list[int]]]:
+    """Split taken payloads into runs of about ``chunk_bytes`` (payloads plus 16 bytes per event),
+    at least one event each. Yields nothing for no events."""
+    n = len(payloads)
+    if n == 0:
+        return
+    if sum(map(len, payloads)) + 16 * n <= chunk_bytes:  # the common case: one chunk
+        yield payloads, seqs
+        return
+    start, size = 0, 0
+    for i, payload in enumerate(payloads):
+        size += len(payload) + 16
+        if size >= chunk_bytes:
+            yield payloads[start:i + 1], seqs[start:i + 1]
+            start, size = i + 1, 0
+    if start < n:
+        yield payloads[start:], seqs[start:]
+
+
+def decode_taken(batch: pb.EventBatch, *, field: str = "chunk.events") -> EventColumns:
+    """The events of a take's chunk: decoded from ``payloads`` when the agent sent them (a take
+    that asked for payloads), else :func:`decode_columns`. Arrays that disagree, or a payload that
+    is not a Put message, raise InvalidRequestError naming the field."""
+    if not batch.payloads:
+        return decode_columns(batch, field=field)
+    payloads, seqs = list(batch.payloads), list(batch.seqs)
+    if len(seqs) != len(payloads) or batch.bodies or batch.header_keys:
+        raise InvalidRequestError(f"{field}: {len(payloads)} payloads with {len(seqs)} seqs and "
+                                  f"{len(batch.bodies)} bodies; send one seq per payload and no bodies")
+    try:
+        return decode_puts(payloads, seqs)
+    except DecodeError as err:
+        raise InvalidRequestError(f"{field}.payloads: a payload is not a Put message ({err})") from None

@@ -356,8 +356,10 @@ def _current_segment(channel: FileChannel) -> Path:
     return Path(stats["log_files"][stats["writing"]]["path"])
 
 
+@pytest.mark.parametrize("method", ["take", "take_payloads"])  # decoded, or passed on as stored (remote takes)
 @pytest.mark.parametrize("where", ["sealed", "current"])
-def test_take_of_a_corrupt_frame_raises_and_keeps_the_events(cipher: str, two_segments: Path, where: str) -> None:
+def test_take_of_a_corrupt_frame_raises_and_keeps_the_events(cipher: str, two_segments: Path, where: str,
+                                                             method: str) -> None:
     with open_channel(two_segments) as channel:
         put(channel, b"c0", b"c1h", b"c2")
         expected = [*EXPECTED_TWO_SEGMENTS, b"c0", b"c1h", b"c2"]
@@ -365,7 +367,7 @@ def test_take_of_a_corrupt_frame_raises_and_keeps_the_events(cipher: str, two_se
         victim = frames_of_type(path, fmt.FrameType.PUT)[-2]  # not at the head of the queue
         flip(path, victim.offset + victim.length - 1)
         with pytest.raises(CorruptLogError) as raised, channel.transaction() as tx:
-            tx.take(len(expected))
+            getattr(tx, method)(len(expected))
         assert (raised.value.path, raised.value.offset) == (str(path), victim.offset)
         assert len(channel) == len(expected)
         flip(path, victim.offset + victim.length - 1)

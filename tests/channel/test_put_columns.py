@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ingest_toolkit.channel import Event, EventColumns, FileChannel
+from ingest_toolkit.channel.codec import decode_puts, encode_put
 from ingest_toolkit.channel.transaction import _column_payloads, _payloads
 from ingest_toolkit.errors import EventTooLargeError
 
@@ -61,3 +63,22 @@ def test_put_columns_refuses_an_oversized_event_and_stores_nothing(tmp_path: Pat
         assert len(ch) == 0
     finally:
         ch.close()
+
+
+@given(st.lists(st.builds(Event, st.binary(max_size=300),
+                          st.dictionaries(st.text(max_size=10), st.text(max_size=10), max_size=3)), max_size=30))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_take_payloads_are_the_stored_puts_that_decode_to_what_take_columns_returns(
+        tmp_path: Path, events: list[Event]) -> None:
+    root = tmp_path / str(uuid.uuid4())
+    with FileChannel(checkpoint_dir=str(root / "cp"), data_dirs=[str(root / "data")], min_free_bytes=0) as ch:
+        with ch.transaction() as tx:
+            tx.put_many(events)
+        tx = ch.transaction()
+        expected = tx.take_columns(100)
+        tx.rollback()
+        with ch.transaction() as tx:
+            payloads, seqs = tx.take_payloads(100)
+        assert payloads == [encode_put(e.body, e.headers) for e in events] and seqs == expected.seqs
+        assert decode_puts(payloads, seqs) == expected
+        assert len(ch) == 0

@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ingest_toolkit.channel import EventColumns, TxnState
+from ingest_toolkit.channel import Event, EventColumns, TxnState
 from ingest_toolkit.cli import main
 from ingest_toolkit.rpc import InvalidRequestError
+from ingest_toolkit.rpc.proto import agent_pb2 as pb
 from ingest_toolkit.rpc.service import AgentService
+from ingest_toolkit.rpc.wire import decode_taken, payload_chunks
 from tests.rpc.conftest import Agent, StartAgent
 
 
@@ -115,3 +117,76 @@ def test_send_puts_lines_as_columns_with_headers_batches_and_ids(agent: Agent, t
         events = take.events
     assert [e.body for e in events] == [b"a", b"b", b"c", b"last-without-newline"]
     assert all(e.headers == {"host": "web-1", "env": "prod"} for e in events)
+
+
+def _peek(agent: Agent) -> tuple[list[bytes], EventColumns]:
+    """The queue's PUT payloads as stored and its events as a local take decodes them, each from a
+    take that is rolled back (nothing is taken)."""
+    ch = agent.channels["events"]
+    tx = ch.transaction()
+    payloads, _seqs = tx.take_payloads(1000)
+    tx.rollback()
+    tx = ch.transaction()
+    columns = tx.take_columns(1000)
+    tx.rollback()
+    return payloads, columns
+
+
+def test_a_remote_take_receives_the_stored_payloads_and_decodes_them_as_a_local_take_would(
+        agent: Agent, monkeypatch: pytest.MonkeyPatch) -> None:
+    client = agent.client()
+    client.put_columns(columns(0, 5, headers=True), channel="events")
+    client.put_columns(columns(5, 8), channel="events")
+    client.put([Event(b""), Event(b"", {"only": "headers"}), Event(b"x" * 70_000, {"k" * 200: "v"})],
+               channel="events")
+    stored, expected = _peek(agent)
+    sent: list[pb.EventBatch] = []
+    real = AgentService._take_payloads
+
+    def spy(self: AgentService, payloads: list[bytes], seqs: list[int]) -> list[pb.TxnResponse]:
+        responses = real(self, payloads, seqs)
+        sent.extend(r.chunk.events for r in responses)
+        return responses
+
+    monkeypatch.setattr(AgentService, "_take_payloads", spy)
+    with client.open_take("events", 1000) as take:
+        got = take.columns
+    assert [list(b.payloads) for b in sent] == [stored] and not any(b.bodies for b in sent)
+    assert (got.bodies, got.header_counts, got.header_keys, got.header_values) == (
+        expected.bodies, expected.header_counts, expected.header_keys, expected.header_values)
+    assert got.seqs == expected.seqs and len(got) == 11
+
+
+def test_a_client_that_does_not_ask_for_payloads_gets_bodies_and_header_columns(agent: Agent) -> None:
+    # What an older client (no Begin.payloads) receives: the agent decodes, as before.
+    client = agent.client()
+    client.put_columns(columns(0, 6, headers=True), channel="events")
+    stream = client.stream()
+    stream.send(pb.TxnRequest(begin=pb.Begin(channel="events", lease_seconds=30, take=100)))
+    assert stream.recv("begin").WhichOneof("result") == "begun"
+    chunk = stream.recv("take").chunk
+    assert chunk.last and not chunk.events.payloads
+    assert list(chunk.events.bodies) == columns(0, 6).bodies
+    assert list(chunk.events.header_keys) == ["host", "i"] * 6
+    stream.send(pb.TxnRequest(rollback=pb.End()))
+    assert stream.recv("rollback").ended.state == pb.TXN_STATE_ROLLED_BACK
+    stream.close()
+    assert len(agent.channels["events"]) == 6
+
+
+def test_payload_chunks_split_a_large_take_and_keep_every_event() -> None:
+    payloads = [bytes([i % 256]) * (i * 37 % 5000) for i in range(400)]
+    seqs = list(range(1, 401))
+    chunks = list(payload_chunks(payloads, seqs, chunk_bytes=64 << 10))
+    assert len(chunks) > 1 and all(chunk for chunk, _ in chunks)
+    assert [p for chunk, _ in chunks for p in chunk] == payloads and [s for _, c in chunks for s in c] == seqs
+    assert all(sum(map(len, chunk)) + 16 * len(chunk) < (64 << 10) + 5016 for chunk, _ in chunks)
+    assert list(payload_chunks([], [])) == []
+
+
+def test_a_payload_that_is_not_a_put_message_is_refused_naming_the_field() -> None:
+    batch = pb.EventBatch(payloads=[b"\x0a\x01a", b"\xff\xff\xff"], seqs=[1, 2])
+    with pytest.raises(InvalidRequestError, match=r"chunk.events.payloads: a payload is not a Put message"):
+        decode_taken(batch)
+    with pytest.raises(InvalidRequestError, match="2 payloads with 1 seqs"):
+        decode_taken(pb.EventBatch(payloads=[b"", b""], seqs=[1]))

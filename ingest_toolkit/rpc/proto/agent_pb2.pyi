@@ -21,18 +21,20 @@ TXN_STATE_ROLLED_BACK: TxnState
 TXN_STATE_UNKNOWN: TxnState
 
 class EventBatch(_message.Message):
-    __slots__ = ("bodies", "seqs", "header_counts", "header_keys", "header_values")
+    __slots__ = ("bodies", "seqs", "header_counts", "header_keys", "header_values", "payloads")
     BODIES_FIELD_NUMBER: _ClassVar[int]
     SEQS_FIELD_NUMBER: _ClassVar[int]
     HEADER_COUNTS_FIELD_NUMBER: _ClassVar[int]
     HEADER_KEYS_FIELD_NUMBER: _ClassVar[int]
     HEADER_VALUES_FIELD_NUMBER: _ClassVar[int]
+    PAYLOADS_FIELD_NUMBER: _ClassVar[int]
     bodies: _containers.RepeatedScalarFieldContainer[bytes]
     seqs: _containers.RepeatedScalarFieldContainer[int]
     header_counts: _containers.RepeatedScalarFieldContainer[int]
     header_keys: _containers.RepeatedScalarFieldContainer[str]
     header_values: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, bodies: _Optional[_Iterable[bytes]] = ..., seqs: _Optional[_Iterable[int]] = ..., header_counts: _Optional[_Iterable[int]] = ..., header_keys: _Optional[_Iterable[str]] = ..., header_values: _Optional[_Iterable[str]] = ...) -> None: ...
+    payloads: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, bodies: _Optional[_Iterable[bytes]] = ..., seqs: _Optional[_Iterable[int]] = ..., header_counts: _Optional[_Iterable[int]] = ..., header_keys: _Optional[_Iterable[str]] = ..., header_values: _Optional[_Iterable[str]] = ..., payloads: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class PutRequest(_message.Message):
     __slots__ = ("channel", "batch_id", "events")
@@ -71,14 +73,16 @@ class TxnRequest(_message.Message):
     def __init__(self, begin: _Optional[_Union[Begin, _Mapping]] = ..., put: _Optional[_Union[EventBatch, _Mapping]] = ..., take: _Optional[_Union[Take, _Mapping]] = ..., extend: _Optional[_Union[Extend, _Mapping]] = ..., commit: _Optional[_Union[End, _Mapping]] = ..., rollback: _Optional[_Union[End, _Mapping]] = ...) -> None: ...
 
 class Begin(_message.Message):
-    __slots__ = ("channel", "lease_seconds", "take")
+    __slots__ = ("channel", "lease_seconds", "take", "payloads")
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     TAKE_FIELD_NUMBER: _ClassVar[int]
+    PAYLOADS_FIELD_NUMBER: _ClassVar[int]
     channel: str
     lease_seconds: float
     take: int
-    def __init__(self, channel: _Optional[str] = ..., lease_seconds: _Optional[float] = ..., take: _Optional[int] = ...) -> None: ...
+    payloads: bool
+    def __init__(self, channel: _Optional[str] = ..., lease_seconds: _Optional[float] = ..., take: _Optional[int] = ..., payloads: _Optional[bool] = ...) -> None: ...
 
 class Take(_message.Message):
     __slots__ = ("max_events",)
