@@ -17,18 +17,24 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import pyarrow.compute as pc
 import pytest
 
-from ingest_toolkit.channel import Event
+from ingest_toolkit.channel import Event, FileChannel
 from ingest_toolkit.channel.tools import verify_channel
 from ingest_toolkit.errors import IngestError
+from ingest_toolkit.land import InProcessSource, land_once
 from ingest_toolkit.rpc.client import AgentClient
 
 from ..agent.harness import AgentProcess, write_spool_file
+from ..land.helpers import landing_config, read_landed
 from ..soak import soak
 from .harness import FleetSetup, forward_sink, free_port, take_all, wait_for
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -128,7 +134,8 @@ def _verify_everywhere(fleet: Fleet) -> None:
         assert report.ok, f"channel verify of {name}: {report.to_json()}"
 
 
-def test_every_acknowledged_event_reaches_one_aggregator_once_through_sigkills(tmp_path: Path, fleet: Fleet) -> None:
+def test_every_acknowledged_event_reaches_one_aggregator_once_through_sigkills(tmp_path: Path, fleet: Fleet,
+                                                                               spark: SparkSession) -> None:
     aggs = [_aggregator(fleet, tmp_path, f"agg{i}") for i in range(2)]
     spool = tmp_path / "spool"
     spool.mkdir()
@@ -172,10 +179,18 @@ def test_every_acknowledged_event_reaches_one_aggregator_once_through_sigkills(t
     wait_for(lambda: _drained(fleet, ["edge_spool", "edge_grpc"], ["agg0", "agg1"], len(expected)), timeout=120,
              what=f"{len(expected)} events at the aggregators and empty edges")
     fleet.stop_all()
-    held = Counter(e.body.decode() for agg in aggs for e in take_all(agg.channel_settings()))
-    assert sum(held.values()) == len(expected) and set(held) == set(expected)
-    assert max(held.values()) == 1
     _verify_everywhere(fleet)
+    # Both aggregators' channels land into one table: each acknowledged event once, ids unique.
+    root = tmp_path / "landing"
+    for agg in aggs:
+        with FileChannel(**agg.channel_settings()) as channel:
+            while len(channel):
+                land_once(InProcessSource(channel, "events"), landing_config(root), spark)
+    table = read_landed(root, "events")
+    landed = Counter(body.decode() for body in table.column("body").to_pylist())
+    assert sum(landed.values()) == len(expected) and set(landed) == set(expected)
+    assert max(landed.values()) == 1
+    assert pc.count_distinct(table.column("event_id")).as_py() == table.num_rows
 
 
 def test_failover_moves_to_the_secondary_and_returns_to_the_primary(tmp_path: Path, fleet: Fleet) -> None:

@@ -376,3 +376,94 @@ def test_parallel_parts_keep_their_ids_on_redelivery_and_a_partly_stored_batch_s
     assert sorted(_held(agg)) == sorted(f"q{i}" for i in range(3000))
     assert [len(p) for p in split_parts(EventColumns([b"x"] * 999), 2)] == [999]  # too small to split
     channel.close()
+
+
+def test_a_batch_in_doubt_stays_pinned_when_a_retry_cannot_even_connect(tmp_path: Path, aggregator: Any) -> None:
+    # The put reached the primary and was committed there, but the connection broke before the
+    # ack (in doubt); the retries then find the primary down (connection refused, a failure that
+    # is certain for the retry only). The batch must wait for the primary: sending it to the
+    # secondary would store it twice.
+    agg_setup, agg = aggregator
+    channel = _channel(tmp_path / "edge")
+    _put(channel, [f"d{i}" for i in range(20)])
+    group = _pair(channel, agg_setup.address, tmp_path / "state", release=0)
+    used: list[str] = []
+    for sink in group.sinks:
+        real = sink.put
+
+        def put(columns: EventColumns, batch_id: str, sink: Downstream = sink, real: Any = real) -> Any:
+            used.append(sink.name)
+            if sink.name == "primary" and used.count("primary") == 1:
+                real(columns, batch_id)  # stored downstream ...
+                raise AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: Stream removed)")  # ... ack lost
+            if sink.name == "primary" and used.count("primary") <= 4:
+                raise AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: failed to connect to all "
+                                            "addresses; Connection refused)")
+            return real(columns, batch_id)
+
+        sink.put = put  # type: ignore[method-assign]
+    while len(channel):
+        group.step()
+    assert used == ["primary"] * 5  # the secondary, though ready, never got the batch
+    assert sorted(_held(agg)) == sorted(f"d{i}" for i in range(20))  # once: the fifth put was a duplicate
+    assert group.sinks[0].stats()["duplicate_batches"] == 1
+    channel.close()
+
+
+def test_a_batch_whose_first_put_cannot_connect_fails_over_at_once(tmp_path: Path, aggregator: Any) -> None:
+    agg_setup, agg = aggregator
+    channel = _channel(tmp_path / "edge")
+    _put(channel, [f"f{i}" for i in range(20)])
+    group = _pair(channel, agg_setup.address, tmp_path / "state", release=0)
+    used: list[str] = []
+    for sink in group.sinks:
+        real = sink.put
+
+        def put(columns: EventColumns, batch_id: str, sink: Downstream = sink, real: Any = real) -> Any:
+            used.append(sink.name)
+            if sink.name == "primary":
+                raise AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: failed to connect to all "
+                                            "addresses; Connection refused)")
+            return real(columns, batch_id)
+
+        sink.put = put  # type: ignore[method-assign]
+    while len(channel):
+        group.step()
+    assert used == ["primary", "secondary"]
+    assert sorted(_held(agg)) == sorted(f"f{i}" for i in range(20))
+    channel.close()
+
+
+def test_a_restarted_edge_keeps_a_batch_that_was_in_flight_with_its_sink(tmp_path: Path, aggregator: Any) -> None:
+    agg_setup, agg = aggregator
+    channel = _channel(tmp_path / "edge")
+    _put(channel, [f"k{i}" for i in range(20)])
+    group = _pair(channel, agg_setup.address, tmp_path / "state", release=0)
+    primary = group.sinks[0]
+    real = primary.put
+
+    def crash_after_storing(columns: EventColumns, batch_id: str) -> Any:
+        real(columns, batch_id)
+        raise Crash  # the edge dies before the ack arrives
+
+    primary.put = crash_after_storing  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        group.step()
+    group = _pair(channel, agg_setup.address, tmp_path / "state", release=0)  # the restart: the record on disk
+    used: list[str] = []
+    for sink in group.sinks:
+        real_put = sink.put
+
+        def put(columns: EventColumns, batch_id: str, sink: Downstream = sink, real_put: Any = real_put) -> Any:
+            used.append(sink.name)
+            if sink.name == "primary" and used.count("primary") <= 2:
+                raise AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: failed to connect to all "
+                                            "addresses; Connection refused)")
+            return real_put(columns, batch_id)
+
+        sink.put = put  # type: ignore[method-assign]
+    while len(channel):
+        group.step()
+    assert used == ["primary"] * 3
+    assert sorted(_held(agg)) == sorted(f"k{i}" for i in range(20))
+    channel.close()

@@ -36,8 +36,12 @@ same agent. A put that failed *in doubt* (the request may have been committed: t
 lost mid-call, a timeout, an error of a downstream pipeline with several channels) is therefore
 pinned to the sink it was sent to, and retried there until it gets an answer, however long that
 sink is down. A put that failed for certain (no connection could be made, a refusal by the
-downstream's single-channel put) may move to another sink of the group. The pin is part of the
-in-flight record, so it survives a crash of the edge too.
+downstream's single-channel put) may move to another sink of the group, unless an earlier put of
+the same batch to that sink may be stored there (``maybe_stored``: it failed in doubt, or was in
+flight when the edge stopped): a retry that cannot even connect says nothing about the earlier
+put, so only that sink's own answer (an ack, a duplicate, or its refusal, which it gives after
+finding no copy of the batch id) unpins the batch. The pin is part of the in-flight record, so it
+survives a crash of the edge too.
 
 **Headers** pass through unchanged but for the hop header (``hop_header``, default
 ``ingest.hops``): every forward adds one. An event that arrives with ``max_hops`` or more has gone
@@ -157,17 +161,21 @@ class Outcome:
     duplicate: bool = False
     error: IngestError | None = None
     in_doubt: bool = False
+    answered: bool = False  # the downstream agent itself refused: it holds no part of the batch
 
 
 @dataclass
 class InFlight:
-    """The batch being forwarded (see the module doc); ``in_doubt``: the sink it is pinned to."""
+    """The batch being forwarded (see the module doc); ``in_doubt``: the sink it is pinned to;
+    ``maybe_stored``: a put of it to that sink may have been stored there (a put that failed in
+    doubt, or one in flight when the edge stopped): only that sink's answer unpins it then."""
 
     batch_id: str
     first_seq: int
     last_seq: int
     count: int
     in_doubt: str | None = None
+    maybe_stored: bool = False
 
     def matches(self, columns: EventColumns) -> bool:
         return (len(columns) == self.count and columns.seqs[0] == self.first_seq
@@ -209,7 +217,7 @@ class Downstream:
             try:
                 return Outcome(duplicate=self.put(columns, batch_id).duplicate)
             except IngestError as err:
-                return Outcome(error=err, in_doubt=not self.definitive(err))
+                return Outcome(error=err, in_doubt=not self.definitive(err), answered=self.answered(err))
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.settings.parallel_puts, thread_name_prefix=f"sink-{self.name}")
         futures = [self._pool.submit(self.put, part, f"{batch_id}/{i}") for i, part in enumerate(parts)]
@@ -222,7 +230,8 @@ class Downstream:
                 raise first
             stored_some = len(errors) < len(futures)  # a part was stored: the batch must stay with this sink
             in_doubt = stored_some or not all(isinstance(e, IngestError) and self.definitive(e) for e in errors)
-            return Outcome(error=first, in_doubt=in_doubt)
+            answered = not stored_some and all(isinstance(e, IngestError) and self.answered(e) for e in errors)
+            return Outcome(error=first, in_doubt=in_doubt, answered=answered)
         return Outcome(duplicate=all(f.result().duplicate for f in futures))
 
     def definitive(self, err: IngestError) -> bool:
@@ -235,6 +244,12 @@ class Downstream:
         # an error the downstream agent reported: its put raised, so nothing was committed, unless
         # its pipeline commits to several channels (one may have committed before another failed)
         return type(err).__name__ != "RemoteError" and self.settings.downstream_channel is not None
+
+    def answered(self, err: IngestError) -> bool:
+        """True when the downstream agent itself refused the put: it checked the batch id first,
+        so it holds no earlier copy either. A put that never reached it (no connection, too large
+        to send) says nothing about an earlier attempt that may have."""
+        return self.definitive(err) and not isinstance(err, (AgentUnavailableError, RequestTooLargeError))
 
     def acked(self, events: int, seconds: float, duplicate: bool) -> None:
         with self._lock:
@@ -372,6 +387,7 @@ class SinkGroup:
                     "sink may take it now, and it is stored twice if %s had stored it", self.name, inflight.batch_id,
                     inflight.in_doubt, now - self._pinned_since, inflight.in_doubt)
         self._released_from, inflight.in_doubt = inflight.in_doubt, None
+        inflight.maybe_stored = False
         self._write_record(inflight)
         self._pinned_since = None
         with self._lock:
@@ -414,7 +430,7 @@ class SinkGroup:
             started = time.perf_counter()
             outcome = sink.put_batch(forward, inflight.batch_id)
             if outcome.error is not None:
-                return self._failed(tx, sink, inflight, outcome.error, outcome.in_doubt)
+                return self._failed(tx, sink, inflight, outcome)
             sink.acked(len(forward), time.perf_counter() - started, outcome.duplicate)
         tx.commit()
         self._clear_record()
@@ -426,16 +442,25 @@ class SinkGroup:
             self._counts["dropped_looping"] += dropped
         return 0.0
 
-    def _failed(self, tx: Any, sink: Downstream, inflight: InFlight, err: IngestError, in_doubt: bool) -> float:
+    def _failed(self, tx: Any, sink: Downstream, inflight: InFlight, outcome: Outcome) -> float:
+        err, in_doubt = outcome.error, outcome.in_doubt
+        assert err is not None
         tx.rollback()
         sink.failed(err, in_doubt)
         penalty = min(self.max_penalty, self.min_penalty * 2 ** (sink.failures - 1)) * random.uniform(0.5, 1.0)
         sink.available_at = time.monotonic() + penalty
         self.processor.failed(sink)
-        if not in_doubt:
-            inflight.in_doubt = None  # any sink may take it now
+        if in_doubt:
+            if not inflight.maybe_stored:
+                inflight.maybe_stored = True  # durable: a restart keeps the batch with this sink
+                self._write_record(inflight)
+            in_doubt = True
+        elif outcome.answered or not inflight.maybe_stored:
+            inflight.in_doubt, inflight.maybe_stored = None, False  # any sink may take it now
             self._write_record(inflight)
-        elif self._pinned_since is None:
+        else:  # this put never reached the sink, but an earlier one may be stored there
+            in_doubt = True
+        if in_doubt and self._pinned_since is None:
             self._pinned_since = time.monotonic()
         log.warning("sink group %s: put of batch %s (%d events) to %s (%s) failed%s; sink set aside for %.2fs: %s",
                     self.name, inflight.batch_id, inflight.count, sink.name, sink.settings.address,
@@ -446,7 +471,10 @@ class SinkGroup:
     def _load_record(self) -> InFlight | None:
         try:
             document = json.loads(self._record_path.read_text())
-            return InFlight(**document)
+            inflight = InFlight(**document)
+            if inflight.in_doubt is not None:  # a put to that sink may have been in flight when the edge stopped
+                inflight.maybe_stored = True
+            return inflight
         except FileNotFoundError:
             return None
         except (ValueError, TypeError) as err:
