@@ -394,8 +394,8 @@ def test_a_batch_in_doubt_stays_pinned_when_a_retry_cannot_even_connect(tmp_path
         def put(columns: EventColumns, batch_id: str, sink: Downstream = sink, real: Any = real) -> Any:
             used.append(sink.name)
             if sink.name == "primary" and used.count("primary") == 1:
-                real(columns, batch_id)  # stored downstream ...
-                raise AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: Stream removed)")  # ... ack lost
+                real(columns, batch_id)  # stored downstream, then the ack is lost:
+                raise AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: Stream removed)")
             if sink.name == "primary" and used.count("primary") <= 4:
                 raise AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: failed to connect to all "
                                             "addresses; Connection refused)")
