@@ -378,6 +378,35 @@ def test_parallel_parts_keep_their_ids_on_redelivery_and_a_partly_stored_batch_s
     channel.close()
 
 
+_LOST_ACK = AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: Stream removed)")
+_REFUSED = AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: failed to connect to all addresses; "
+                                 "Connection refused)")
+
+
+def _scripted(group: SinkGroup, script: Any) -> list[str]:
+    """Every put of the group's sinks is recorded by sink name. ``script(sink, n)`` (the sink's
+    n-th put) returns None (it goes through), "lost ack" (stored downstream, then the ack is
+    lost: in doubt), "refused" (no connection: certain) or "crash" (stored, then the edge dies)."""
+    used: list[str] = []
+    for sink in group.sinks:
+        real = sink.put
+
+        def put(columns: EventColumns, batch_id: str, sink: Downstream = sink, real: Any = real) -> Any:
+            used.append(sink.name)
+            step = script(sink.name, used.count(sink.name))
+            if step == "refused":
+                raise _REFUSED
+            result = real(columns, batch_id)
+            if step == "lost ack":
+                raise _LOST_ACK
+            if step == "crash":
+                raise Crash
+            return result
+
+        sink.put = put  # type: ignore[method-assign]
+    return used
+
+
 def test_a_batch_in_doubt_stays_pinned_when_a_retry_cannot_even_connect(tmp_path: Path, aggregator: Any) -> None:
     # The put reached the primary and was committed there, but the connection broke before the
     # ack (in doubt); the retries then find the primary down (connection refused, a failure that
@@ -387,21 +416,8 @@ def test_a_batch_in_doubt_stays_pinned_when_a_retry_cannot_even_connect(tmp_path
     channel = _channel(tmp_path / "edge")
     _put(channel, [f"d{i}" for i in range(20)])
     group = _pair(channel, agg_setup.address, tmp_path / "state", release=0)
-    used: list[str] = []
-    for sink in group.sinks:
-        real = sink.put
-
-        def put(columns: EventColumns, batch_id: str, sink: Downstream = sink, real: Any = real) -> Any:
-            used.append(sink.name)
-            if sink.name == "primary" and used.count("primary") == 1:
-                real(columns, batch_id)  # stored downstream, then the ack is lost:
-                raise AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: Stream removed)")
-            if sink.name == "primary" and used.count("primary") <= 4:
-                raise AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: failed to connect to all "
-                                            "addresses; Connection refused)")
-            return real(columns, batch_id)
-
-        sink.put = put  # type: ignore[method-assign]
+    used = _scripted(group, lambda sink, n: None if sink != "primary" else
+                     "lost ack" if n == 1 else "refused" if n <= 4 else None)
     while len(channel):
         group.step()
     assert used == ["primary"] * 5  # the secondary, though ready, never got the batch
@@ -415,18 +431,7 @@ def test_a_batch_whose_first_put_cannot_connect_fails_over_at_once(tmp_path: Pat
     channel = _channel(tmp_path / "edge")
     _put(channel, [f"f{i}" for i in range(20)])
     group = _pair(channel, agg_setup.address, tmp_path / "state", release=0)
-    used: list[str] = []
-    for sink in group.sinks:
-        real = sink.put
-
-        def put(columns: EventColumns, batch_id: str, sink: Downstream = sink, real: Any = real) -> Any:
-            used.append(sink.name)
-            if sink.name == "primary":
-                raise AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: failed to connect to all "
-                                            "addresses; Connection refused)")
-            return real(columns, batch_id)
-
-        sink.put = put  # type: ignore[method-assign]
+    used = _scripted(group, lambda sink, n: "refused" if sink == "primary" else None)
     while len(channel):
         group.step()
     assert used == ["primary", "secondary"]
@@ -439,29 +444,11 @@ def test_a_restarted_edge_keeps_a_batch_that_was_in_flight_with_its_sink(tmp_pat
     channel = _channel(tmp_path / "edge")
     _put(channel, [f"k{i}" for i in range(20)])
     group = _pair(channel, agg_setup.address, tmp_path / "state", release=0)
-    primary = group.sinks[0]
-    real = primary.put
-
-    def crash_after_storing(columns: EventColumns, batch_id: str) -> Any:
-        real(columns, batch_id)
-        raise Crash  # the edge dies before the ack arrives
-
-    primary.put = crash_after_storing  # type: ignore[method-assign]
+    _scripted(group, lambda sink, n: "crash")  # stored at the primary, then the edge dies before the ack
     with pytest.raises(Crash):
         group.step()
     group = _pair(channel, agg_setup.address, tmp_path / "state", release=0)  # the restart: the record on disk
-    used: list[str] = []
-    for sink in group.sinks:
-        real_put = sink.put
-
-        def put(columns: EventColumns, batch_id: str, sink: Downstream = sink, real_put: Any = real_put) -> Any:
-            used.append(sink.name)
-            if sink.name == "primary" and used.count("primary") <= 2:
-                raise AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: failed to connect to all "
-                                            "addresses; Connection refused)")
-            return real_put(columns, batch_id)
-
-        sink.put = put  # type: ignore[method-assign]
+    used = _scripted(group, lambda sink, n: "refused" if sink == "primary" and n <= 2 else None)
     while len(channel):
         group.step()
     assert used == ["primary"] * 3
