@@ -253,17 +253,32 @@ def _pair(channel: FileChannel, address: str, state: Path, release: float) -> Si
                      min_penalty=0.01, max_penalty=0.02, release_in_doubt_after=release)
 
 
-def _failing_primary(group: SinkGroup, failures: int) -> list[str]:
-    """The primary fails in doubt ``failures`` times, then works; returns the sink of every put."""
+_LOST_ACK = AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: Stream removed)")
+_TIMEOUT = AgentUnavailableError("put failed: agent unavailable (DEADLINE_EXCEEDED: Deadline Exceeded)")
+_REFUSED = AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: failed to connect to all addresses; "
+                                 "Connection refused)")
+
+
+def _scripted(group: SinkGroup, script: Any) -> list[str]:
+    """Every put of the group's sinks is recorded by sink name. ``script(sink, n)`` (the sink's
+    n-th put) returns None (it goes through), "timeout" (not stored, in doubt), "lost ack" (stored
+    downstream, then the ack is lost: in doubt), "refused" (no connection: certain) or "crash"
+    (stored, then the edge dies)."""
     used: list[str] = []
     for sink in group.sinks:
         real = sink.put
 
         def put(columns: EventColumns, batch_id: str, sink: Downstream = sink, real: Any = real) -> Any:
             used.append(sink.name)
-            if sink.name == "primary" and used.count("primary") <= failures:
-                raise AgentUnavailableError("put failed: agent unavailable (DEADLINE_EXCEEDED: Deadline Exceeded)")
-            return real(columns, batch_id)
+            step = script(sink.name, used.count(sink.name))
+            if step in ("refused", "timeout"):
+                raise _REFUSED if step == "refused" else _TIMEOUT
+            result = real(columns, batch_id)
+            if step == "lost ack":
+                raise _LOST_ACK
+            if step == "crash":
+                raise Crash
+            return result
 
         sink.put = put  # type: ignore[method-assign]
     return used
@@ -274,7 +289,7 @@ def test_a_batch_in_doubt_stays_with_its_sink_until_it_answers(tmp_path: Path, a
     channel = _channel(tmp_path / "edge")
     _put(channel, [f"p{i}" for i in range(20)])
     group = _pair(channel, agg_setup.address, tmp_path / "state", release=0)
-    used = _failing_primary(group, failures=5)
+    used = _scripted(group, lambda sink, n: "timeout" if sink == "primary" and n <= 5 else None)
     while len(channel):
         group.step()
     assert used == ["primary"] * 6  # never moved to the secondary, though it was ready
@@ -287,7 +302,7 @@ def test_release_in_doubt_after_lets_another_sink_take_the_batch(tmp_path: Path,
     channel = _channel(tmp_path / "edge")
     _put(channel, [f"r{i}" for i in range(20)])
     group = _pair(channel, agg_setup.address, tmp_path / "state", release=0.2)
-    used = _failing_primary(group, failures=1000)
+    used = _scripted(group, lambda sink, n: "timeout" if sink == "primary" else None)
     while len(channel):
         group.step()
     assert used[-1] == "secondary" and set(used[:-1]) == {"primary"}
@@ -376,35 +391,6 @@ def test_parallel_parts_keep_their_ids_on_redelivery_and_a_partly_stored_batch_s
     assert sorted(_held(agg)) == sorted(f"q{i}" for i in range(3000))
     assert [len(p) for p in split_parts(EventColumns([b"x"] * 999), 2)] == [999]  # too small to split
     channel.close()
-
-
-_LOST_ACK = AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: Stream removed)")
-_REFUSED = AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: failed to connect to all addresses; "
-                                 "Connection refused)")
-
-
-def _scripted(group: SinkGroup, script: Any) -> list[str]:
-    """Every put of the group's sinks is recorded by sink name. ``script(sink, n)`` (the sink's
-    n-th put) returns None (it goes through), "lost ack" (stored downstream, then the ack is
-    lost: in doubt), "refused" (no connection: certain) or "crash" (stored, then the edge dies)."""
-    used: list[str] = []
-    for sink in group.sinks:
-        real = sink.put
-
-        def put(columns: EventColumns, batch_id: str, sink: Downstream = sink, real: Any = real) -> Any:
-            used.append(sink.name)
-            step = script(sink.name, used.count(sink.name))
-            if step == "refused":
-                raise _REFUSED
-            result = real(columns, batch_id)
-            if step == "lost ack":
-                raise _LOST_ACK
-            if step == "crash":
-                raise Crash
-            return result
-
-        sink.put = put  # type: ignore[method-assign]
-    return used
 
 
 def test_a_batch_in_doubt_stays_pinned_when_a_retry_cannot_even_connect(tmp_path: Path, aggregator: Any) -> None:
