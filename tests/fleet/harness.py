@@ -12,13 +12,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ingest_toolkit.channel import Event, FileChannel
 from ingest_toolkit.collect.agent import Agent
 from ingest_toolkit.collect.config import load_agent_config
 
 from ..agent.harness import SMALL_CHANNEL, AgentSetup
 
-__all__ = ["FleetSetup", "free_port", "forward_sink", "in_process", "take_all", "wait_for"]
+__all__ = ["FleetSetup", "free_port", "forward_sink", "in_process", "wait_for"]
 
 
 def free_port() -> int:
@@ -64,18 +63,6 @@ def in_process(setup: AgentSetup) -> Agent:
     agent = Agent(load_agent_config(setup.conf))
     agent.start()
     return agent
-
-
-def take_all(settings: dict[str, Any]) -> list[Event]:
-    """Every queued event of a stopped agent's channel (taken and committed in-process)."""
-    taken: list[Event] = []
-    with FileChannel(**settings) as channel:
-        while True:
-            with channel.transaction() as tx:
-                batch = tx.take(5000)
-            if not batch:
-                return taken
-            taken += batch
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:

@@ -13,8 +13,8 @@ from ingest_toolkit.collect.config import load_agent_config
 from ingest_toolkit.errors import ConfigError
 from ingest_toolkit.rpc.client import AgentClient
 
-from ..agent.harness import AgentProcess, http_get
-from .harness import FleetSetup, take_all, wait_for
+from ..agent.harness import AgentProcess, drain, http_get
+from .harness import FleetSetup, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -80,7 +80,7 @@ def test_sigkill_of_the_agent_leaves_no_process_of_the_command_and_a_restart_res
     pids = _pids(tmp_path, agent)
     assert agent.terminate() == 0
     wait_for(lambda: not any(_alive(p) for p in pids), timeout=10, what="the command's group after a stop")
-    events = take_all(setup.channel_settings())
+    events = drain(setup.channel_settings())
     ticks = [e.body.decode() for e in events]
     assert len(ticks) > 100 and all(t.startswith("tick ") for t in ticks)
     assert ticks.count("tick 1") == 3  # each agent start ran the command anew
@@ -93,7 +93,7 @@ def test_a_command_that_exits_is_restarted_with_backoff(tmp_path: Path) -> None:
     agent = AgentProcess(setup).wait_ready()
     wait_for(lambda: _queued(agent) >= 9, what="three runs of the command")
     assert agent.terminate() == 0
-    bodies = [e.body for e in take_all(setup.channel_settings())]
+    bodies = [e.body for e in drain(setup.channel_settings())]
     assert bodies[:6] == [b"a", b"b", b"no newline"] * 2
 
 

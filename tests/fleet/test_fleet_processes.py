@@ -28,10 +28,10 @@ from ingest_toolkit.errors import IngestError
 from ingest_toolkit.land import InProcessSource, land_once
 from ingest_toolkit.rpc.client import AgentClient
 
-from ..agent.harness import AgentProcess, write_spool_file
+from ..agent.harness import AgentProcess, drain, write_spool_file
 from ..land.helpers import landing_config, read_landed
 from ..soak import soak
-from .harness import FleetSetup, forward_sink, free_port, take_all, wait_for
+from .harness import FleetSetup, forward_sink, free_port, wait_for
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -217,7 +217,7 @@ def test_failover_moves_to_the_secondary_and_returns_to_the_primary(tmp_path: Pa
     send("three", 10)
     assert fleet.sink_events("edge", "up") == {"to_0": 1000, "to_1": 500}
     fleet.stop_all()
-    held = [e.body.decode() for agg in aggs for e in take_all(agg.channel_settings())]
+    held = [e.body.decode() for agg in aggs for e in drain(agg.channel_settings())]
     assert sorted(held) == sorted(sent)
 
 
@@ -251,7 +251,7 @@ def test_load_balance_spreads_within_tolerance_also_with_one_aggregator_down(tmp
     spread = phase("back", 30)
     assert all(abs(n / 1500 - 1 / 3) <= 0.10 for n in spread.values()), spread
     fleet.stop_all()
-    held = Counter(e.body for agg in aggs for e in take_all(agg.channel_settings()))
+    held = Counter(e.body for agg in aggs for e in drain(agg.channel_settings()))
     assert len(held) == 4500 and max(held.values()) == 1
 
 
@@ -287,7 +287,7 @@ def test_a_three_hop_chain_keeps_headers_and_a_loop_is_dropped(tmp_path: Path, f
 
     wait_for(lambda: dropped() == 40 and all(fleet.queued(n) == 0 for n in "abc"), what="the loop to be dropped")
     fleet.stop_all()
-    events = take_all(top.channel_settings())
+    events = drain(top.channel_settings())
     assert sorted(e.body.decode() for e in events) == sorted(f"c{i}" for i in range(100))
     assert all(e.headers == {"origin": "app-1", "trace": f"t{e.body.decode()[1:]}", "ingest.hops": "2"}
                for e in events)

@@ -21,7 +21,8 @@ from ingest_toolkit.collect.sinks.processors import Failover, LoadBalance
 from ingest_toolkit.rpc.client import AgentClient
 from ingest_toolkit.rpc.errors import AgentUnavailableError
 
-from .harness import FleetSetup, forward_sink, free_port, in_process, take_all, wait_for
+from ..agent.harness import drain
+from .harness import FleetSetup, forward_sink, free_port, in_process, wait_for
 
 
 class Crash(BaseException):
@@ -100,11 +101,11 @@ def test_events_and_headers_pass_through_with_one_hop(tmp_path: Path, aggregator
     finally:
         edge.stop()
     agg.stop()
-    events = take_all(agg_setup.channel_settings())
+    events = drain(agg_setup.channel_settings())
     assert sorted(e.body.decode() for e in events) == sorted(f"e{n}-{i}" for n in range(5) for i in range(100))
     assert all(e.headers == {"host": "a", "n": e.body.decode()[1:].split("-")[0], "ingest.hops": "1"}
                for e in events)
-    assert take_all(edge_setup.channel_settings()) == []
+    assert drain(edge_setup.channel_settings()) == []
 
 
 def test_a_lost_ack_redelivers_the_same_batch_id_and_is_stored_once(tmp_path: Path, aggregator: Any) -> None:
@@ -355,7 +356,7 @@ def test_forwarding_to_an_aggregator_with_a_token_and_mutual_tls(tmp_path: Path,
         for edge in edges:
             edge.stop()
         agg.stop()
-    assert sorted(e.body for e in take_all(agg_setup.channel_settings())) == sorted(f"good{i}".encode()
+    assert sorted(e.body for e in drain(agg_setup.channel_settings())) == sorted(f"good{i}".encode()
                                                                                     for i in range(10))
 
 
