@@ -193,6 +193,18 @@ def test_a_spilled_open_put_pins_its_segment(tmp_path: Path) -> None:
         assert len(data_files(tmp_path)) == 1
 
 
+def _end(ending: str, tx: Transaction, fs: FaultyFileSystem, ch: FileChannel) -> None:
+    """End a transaction that spans a checkpoint as ``ending`` says, then crash or close."""
+    if ending.startswith("commit"):
+        tx.commit()
+    elif ending.startswith("rollback"):
+        tx.rollback()
+    if ending.endswith("crash") or ending == "crash-before-commit":
+        crash(fs, ch)
+    else:
+        ch.close()
+
+
 @pytest.mark.parametrize("ending", ["commit-crash", "commit-reopen", "crash-before-commit", "rollback-reopen"])
 def test_take_spanning_a_checkpoint(tmp_path: Path, ending: str) -> None:
     cfg = settings(tmp_path, checkpoint_on_close=False)
@@ -202,14 +214,7 @@ def test_take_spanning_a_checkpoint(tmp_path: Path, ending: str) -> None:
     tx, taken = open_take(ch, 5)
     assert taken == b[:5]
     assert ch.checkpoint().meta.inflight_takes == 5
-    if ending.startswith("commit"):
-        tx.commit()
-    elif ending.startswith("rollback"):
-        tx.rollback()
-    if ending.endswith("crash") or ending == "crash-before-commit":
-        crash(fs, ch)
-    else:
-        ch.close()
+    _end(ending, tx, fs, ch)
     with FileChannel(**cfg) as ch:
         assert ch.checkpoint_problem is None
         assert ch.replay_stats.frames == (2 if ending.startswith("commit") else 0)
@@ -228,14 +233,7 @@ def test_put_spanning_a_checkpoint(tmp_path: Path, ending: str, spilled: bool) -
     items = [b"S" * (SPILL + 100) if spilled else b"buffered", b"second"]
     tx = open_put(ch, items)
     assert ch.checkpoint().meta.inflight_puts == (2 if spilled else 0)
-    if ending.startswith("commit"):
-        tx.commit()
-    elif ending.startswith("rollback"):
-        tx.rollback()
-    if ending.endswith("crash") or ending == "crash-before-commit":
-        crash(fs, ch)
-    else:
-        ch.close()
+    _end(ending, tx, fs, ch)
     with FileChannel(**cfg) as ch:
         assert ch.checkpoint_problem is None
         assert queued(ch) == (before + items if ending.startswith("commit") else before)
