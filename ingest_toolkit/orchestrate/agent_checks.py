@@ -17,7 +17,7 @@ from .remote import AgentState, AgentUnreachable, info_from_status
 from .settings import ChannelSpec, OrchestrationSettings
 from .verdict import TextValue, Verdict, verdict
 
-__all__ = ["remote_backlog_below_capacity", "remote_checkpoint_fresh", "remote_drained_logs_deleted",
+__all__ = ["judge_drained", "remote_backlog_below_capacity", "remote_checkpoint_fresh", "remote_drained_logs_deleted",
            "remote_referenced_logs_intact", "remote_refcounts_match_recount"]
 
 
@@ -117,20 +117,30 @@ def remote_drained_logs_deleted(spec: ChannelSpec, settings: OrchestrationSettin
         "log_files": health["log_files"], "needed": drained["needed"], "orphaned": below,
         "drained_kept_between_needed": drained["drained_kept_between_needed"],
         "checkpoint_age_seconds": round(age, 1), "grace_seconds": settings.drained_log_grace_seconds}
-    if below and age <= settings.drained_log_grace_seconds:
-        return verdict(name, settings, passed=True, metadata=metadata, description=(
-            f"{len(below)} segments below the floor, but the checkpoint is only {age:.0f} s old: "
-            "deletion may be in progress"))
     meta = status.get("checkpoint_meta") or {}
-    backup_dir, backup_id = meta.get("backup_dir", ""), int(meta.get("backup_checkpoint_id", 0))
-    if below and backup_dir and backup_id < int(meta.get("checkpoint_id", 0)):
+    return judge_drained(settings, metadata, orphaned=len(below), age=age, floor=floor,
+                         backup_dir=meta.get("backup_dir", ""), backup_id=int(meta.get("backup_checkpoint_id", 0)),
+                         checkpoint_id=int(meta.get("checkpoint_id", 0)))
+
+
+def judge_drained(settings: OrchestrationSettings, metadata: dict[str, Any], *, orphaned: int, age: float, floor: str,
+                  backup_dir: str, backup_id: int, checkpoint_id: int) -> Verdict:
+    """The verdict of ``drained_logs_deleted`` from its numbers, read locally or from the agent:
+    ``orphaned`` segments below the deletion ``floor`` fail the check once the checkpoint is older
+    than the grace, naming a failing backup copy when that is what keeps them."""
+    name = "drained_logs_deleted"
+    if orphaned and age <= settings.drained_log_grace_seconds:
+        return verdict(name, settings, passed=True, metadata=metadata, description=(
+            f"{orphaned} segments below the floor, but the checkpoint is only {age:.0f} s old: "
+            "deletion may be in progress"))
+    if orphaned and backup_dir and backup_id < checkpoint_id:
         metadata["backup_checkpoint_id"] = backup_id
         return verdict(name, settings, passed=False, metadata=metadata, description=(
-            f"{len(below)} drained log files below the deletion floor {floor} are kept for the backup copy "
-            f"#{backup_id or 'none'} in {backup_dir}, older than checkpoint #{meta.get('checkpoint_id')}: "
+            f"{orphaned} drained log files below the deletion floor {floor} are kept for the backup copy "
+            f"#{backup_id or 'none'} in {backup_dir}, older than checkpoint #{checkpoint_id}: "
             "backup copies are failing (see the agent's log); the disk fills until one succeeds"))
-    return verdict(name, settings, passed=not below, metadata=metadata, description=(
-        f"{len(below)} drained log files below the deletion floor {floor} were not deleted" if below
+    return verdict(name, settings, passed=not orphaned, metadata=metadata, description=(
+        f"{orphaned} drained log files below the deletion floor {floor} were not deleted" if orphaned
         else f"no drained log file below the deletion floor {floor}"))
 
 

@@ -142,21 +142,10 @@ def drained_logs_deleted(spec: ChannelSpec, settings: OrchestrationSettings, now
         "needed": sorted(f"log-{i}" for i in needed), "orphaned": [path for _i, path in below],
         "drained_kept_between_needed": kept, "checkpoint_age_seconds": round(age, 1),
         "grace_seconds": settings.drained_log_grace_seconds}
-    if below and age <= settings.drained_log_grace_seconds:
-        return verdict(name, settings, passed=True, metadata=metadata, description=(
-            f"{len(below)} segments below the floor, but the checkpoint is only {age:.0f} s old: "
-            "deletion may be in progress"))
     meta = checkpoint.meta
-    if below and meta.backup_dir and meta.backup_checkpoint_id < meta.checkpoint_id:
-        metadata["backup_checkpoint_id"] = meta.backup_checkpoint_id
-        return verdict(name, settings, passed=False, metadata=metadata, description=(
-            f"{len(below)} drained log files below the deletion floor log-{floor} are kept for the backup copy "
-            f"#{meta.backup_checkpoint_id or 'none'} in {meta.backup_dir}, older than checkpoint "
-            f"#{meta.checkpoint_id}: "
-            "backup copies are failing (see the agent's log); the disk fills until one succeeds"))
-    return verdict(name, settings, passed=not below, metadata=metadata, description=(
-        f"{len(below)} drained log files below the deletion floor log-{floor} were not deleted" if below
-        else f"no drained log file below the deletion floor log-{floor}"))
+    return agent_checks.judge_drained(settings, metadata, orphaned=len(below), age=age, floor=f"log-{floor}",
+                                      backup_dir=meta.backup_dir, backup_id=meta.backup_checkpoint_id,
+                                      checkpoint_id=meta.checkpoint_id)
 
 
 @observed(agent_checks.remote_checkpoint_fresh)
