@@ -20,6 +20,7 @@ from ingest_toolkit.channel import Event, FileChannel
 from ingest_toolkit.channel import format as fmt
 from ingest_toolkit.errors import CorruptLogError
 
+from .checkpoint_helpers import queued, take
 from .encryption import encrypted, with_encryption
 
 SEGMENT_HEADER = fmt.SEGMENT_HEADER_SIZE
@@ -48,19 +49,6 @@ def open_channel(root: Path) -> FileChannel:
 def put(channel: FileChannel, *bodies: bytes) -> None:
     with channel.transaction() as tx:
         tx.put_many([Event(b, {"name": b.decode()} if b.endswith(b"h") else {}) for b in bodies])
-
-
-def take(channel: FileChannel, n: int) -> list[bytes]:
-    with channel.transaction() as tx:
-        return [e.body for e in tx.take(n)]
-
-
-def queued(channel: FileChannel) -> list[bytes]:
-    """Bodies of every queued event, read in a take transaction that is rolled back."""
-    with channel.transaction() as tx:
-        bodies = [e.body for e in tx.take(len(channel))]
-        tx.rollback()
-    return bodies
 
 
 def reopen_and_read(root: Path) -> list[bytes]:

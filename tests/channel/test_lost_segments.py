@@ -20,7 +20,7 @@ from ingest_toolkit.channel import Event, FileChannel
 from ingest_toolkit.channel import format as fmt
 from ingest_toolkit.cli import main
 from ingest_toolkit.errors import CorruptLogError, SegmentLostError
-from tests.channel.test_corruption import queued, take
+from tests.channel.checkpoint_helpers import queued, take
 
 HEADER = fmt.SEGMENT_HEADER_SIZE
 
