@@ -450,21 +450,19 @@ class SinkGroup:
         penalty = min(self.max_penalty, self.min_penalty * 2 ** (sink.failures - 1)) * random.uniform(0.5, 1.0)
         sink.available_at = time.monotonic() + penalty
         self.processor.failed(sink)
-        if in_doubt:
-            if not inflight.maybe_stored:
-                inflight.maybe_stored = True  # durable: a restart keeps the batch with this sink
-                self._write_record(inflight)
-            in_doubt = True
-        elif outcome.answered or not inflight.maybe_stored:
+        if in_doubt and not inflight.maybe_stored:
+            inflight.maybe_stored = True  # durable: a restart keeps the batch with this sink
+            self._write_record(inflight)
+        elif not in_doubt and (outcome.answered or not inflight.maybe_stored):
             inflight.in_doubt, inflight.maybe_stored = None, False  # any sink may take it now
             self._write_record(inflight)
-        else:  # this put never reached the sink, but an earlier one may be stored there
-            in_doubt = True
-        if in_doubt and self._pinned_since is None:
+        # else still pinned: in doubt now, or this put never reached the sink but an earlier one may be stored there
+        pinned = inflight.in_doubt is not None
+        if pinned and self._pinned_since is None:
             self._pinned_since = time.monotonic()
         log.warning("sink group %s: put of batch %s (%d events) to %s (%s) failed%s; sink set aside for %.2fs: %s",
                     self.name, inflight.batch_id, inflight.count, sink.name, sink.settings.address,
-                    " in doubt (retried there only)" if in_doubt else "", penalty, err)
+                    " in doubt (retried there only)" if pinned else "", penalty, err)
         return 0.0
 
     # -- the in-flight record ---------------------------------------------------------------
