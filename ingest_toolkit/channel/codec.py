@@ -23,7 +23,7 @@ from .proto import channel_pb2 as pb
 from .tags import TagRecord
 
 __all__ = ["Event", "EventColumns", "SMALL_VARINTS", "varint", "decode_put", "decode_puts", "encode_put",
-           "encode_put_pairs", "encode_puts_columns", "header_entry", "encode_take",
+           "encode_put_pairs", "encode_puts_columns", "header_entries", "header_entry", "encode_take",
            "decode_take",
            "encode_commit", "decode_commit", "encode_rollback", "TXN_PUT", "TXN_TAKE"]
 
@@ -153,16 +153,14 @@ def header_entry(key: str, value: str) -> bytes | None:
     return b"".join((b"\x12", SMALL_VARINTS[nk + nv + 4], b"\x0a", SMALL_VARINTS[nk], k, b"\x12", SMALL_VARINTS[nv], v))
 
 
-def _header_entries(keys: Sequence[str], values: Sequence[str]) -> list[bytes] | None:
-    """The encoded map entry of each (key, value), each distinct one encoded once; None when one
-    needs protobuf (longer than 127 bytes, not a str, not encodable) or the lists disagree."""
-    if len(keys) != len(values):
-        return None  # the event-by-event path reports the mismatch (zip strict)
-    cache: dict[tuple[str, str], bytes] = {}
+def header_entries(pairs: Iterable[tuple[str, str]], cache: dict[tuple[str, str], bytes]) -> list[bytes] | None:
+    """The encoded map entry of each (key, value) of ``pairs``, each distinct one encoded once
+    (``cache``, shared across a batch); None when one needs protobuf (longer than 127 bytes, not a
+    str, not encodable)."""
     entries: list[bytes] = []
     append = entries.append
     try:
-        for pair in zip(keys, values, strict=True):
+        for pair in pairs:
             entry = cache.get(pair)
             if entry is None:
                 entry = header_entry(*pair)
@@ -173,6 +171,13 @@ def _header_entries(keys: Sequence[str], values: Sequence[str]) -> list[bytes] |
     except (AttributeError, TypeError, UnicodeEncodeError):  # TypeError: unhashable
         return None
     return entries
+
+
+def _header_entries(keys: Sequence[str], values: Sequence[str]) -> list[bytes] | None:
+    """:func:`header_entries` of header columns; None also when the columns disagree."""
+    if len(keys) != len(values):
+        return None  # the event-by-event path reports the mismatch (zip strict)
+    return header_entries(zip(keys, values, strict=True), {})
 
 
 def _encode_with_headers(body: bytes, pairs: Collection[tuple[str, str]]) -> bytes:

