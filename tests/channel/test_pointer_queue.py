@@ -21,16 +21,8 @@ ops = st.lists(st.one_of(
 @given(ops)
 def test_matches_deque(sequence: list[tuple[str, object]]) -> None:
     queue, model = PointerQueue(), deque[int]()
-    for op, arg in sequence:
-        if op == "extend":
-            queue.extend(arg)  # type: ignore[arg-type]
-            model.extend(arg)  # type: ignore[arg-type]
-        elif op == "extendleft":
-            queue.extendleft(arg)  # type: ignore[arg-type]
-            model.extendleft(reversed(arg))  # type: ignore[call-overload]
-        else:
-            n = min(arg, len(model))  # type: ignore[call-overload]
-            assert queue.popleft(arg) == [model.popleft() for _ in range(n)]  # type: ignore[arg-type]
+    for step in sequence:
+        _apply(queue, model, [step])
         assert len(queue) == len(model)
     assert list(queue) == list(model)
 
