@@ -109,14 +109,13 @@ class SparkResource(dg.ConfigurableResource):
         return self._session
 
     def _start(self) -> tuple[SparkSession, bool]:
-        from pyspark import SparkContext
-        from pyspark.sql import SparkSession
-
         from ingest_toolkit.land.config import load_landing_config
         from ingest_toolkit.land.spark import spark_session
+        from ingest_toolkit.orchestrate.spark import active_session
 
-        if SparkContext._active_spark_context is not None:  # a session this process already runs
-            return SparkSession.builder.getOrCreate(), False
+        running = active_session()
+        if running is not None:  # a session this process already runs
+            return running, False
         settings = load_landing_config(self.landing_conf).spark
         overrides = {k: v for k, v in (("master", self.master), ("remote", self.remote)) if v}
         if overrides:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from ..land.config import SparkSettings
 
-__all__ = ["task_spark"]
+__all__ = ["active_session", "task_spark"]
 
 
 @contextmanager
@@ -27,15 +27,13 @@ def task_spark(settings: SparkSettings) -> Iterator[Callable[[], SparkSession]]:
     started: list[SparkSession] = []
 
     def session() -> SparkSession:
-        from pyspark import SparkContext
-        from pyspark.sql import SparkSession
-
         from ..land.spark import spark_session
 
         if started:
             return started[0]
-        if SparkContext._active_spark_context is not None:  # the process's own session: reuse, keep
-            return SparkSession.builder.getOrCreate()
+        running = active_session()
+        if running is not None:  # the process's own session: reuse, keep
+            return running
         started.append(spark_session(settings))
         return started[0]
 
@@ -44,3 +42,11 @@ def task_spark(settings: SparkSettings) -> Iterator[Callable[[], SparkSession]]:
     finally:
         for owned in started:
             owned.stop()
+
+
+def active_session() -> SparkSession | None:
+    """The session this process already runs (a test's, a long-lived worker's), or None."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.getOrCreate() if SparkContext._active_spark_context is not None else None
