@@ -29,7 +29,7 @@ from .codec import (
     header_entry,
     varint,
 )
-from .crypto import run_limit
+from .crypto import Placement, run_limit
 from .tags import TagRecord
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ class Transaction:
         self.state = TxnState.OPEN
         self.count = 0  # events put or taken so far
         self.frames: list[bytes] = []  # PUT frames (RUN frames when encrypting) not yet written
-        self.runs: list[list[int]] = []  # encrypting: per RUN frame in ``frames``, its PUT frames' offsets in it
+        self.runs: list[Placement] = []  # encrypting: per RUN frame in ``frames``, where its PUT frames are
         self.buffered_bytes = 0
         self.first_seq = 0
         self.last_seq = 0

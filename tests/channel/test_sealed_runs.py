@@ -53,7 +53,7 @@ def dirs_of(root: Path) -> tuple[str, list[str]]:
 
 # -- how puts are sealed ---------------------------------------------------------------------
 def test_a_put_many_is_sealed_in_as_few_runs_as_the_run_limit_allows(tmp_path: Path) -> None:
-    """One AEAD call per run, not per event: 1,000 events of 256 bytes make two runs of at most
+    """One AEAD call per run, not per event: 1,000 events of 256 bytes make five runs of at most
     RUN_BYTES of PUT frames (before sealed runs: 1,000 PUT frames, each encrypted alone)."""
     with FileChannel(**keyed(tmp_path, max_file_size=64 << 20, spill_bytes=4 << 20)) as channel:
         with channel.transaction() as tx:
@@ -63,9 +63,10 @@ def test_a_put_many_is_sealed_in_as_few_runs_as_the_run_limit_allows(tmp_path: P
     [path] = segments(tmp_path)
     runs = run_frames(path)
     assert [len(inner) for inner in opened_runs(path)][-1] == 1
+    frame = 256 + 3 + fmt.FRAME_OVERHEAD  # body, its field tag and length, the frame around it
     sizes = [length - fmt.RUN_OVERHEAD for _o, length, _t, _s in runs[:-1]]
-    assert len(sizes) == -(-1000 * (256 + 3 + fmt.FRAME_OVERHEAD) // RUN_BYTES) == 2
-    assert all(size <= RUN_BYTES for size in sizes) and sum(sizes) == 1000 * (256 + 3 + fmt.FRAME_OVERHEAD)
+    assert len(sizes) == -(-1000 // (RUN_BYTES // frame)) == 5
+    assert all(size <= RUN_BYTES for size in sizes) and sum(sizes) == 1000 * frame
     assert run_limit(64 * 1024) == 16 * 1024  # small segments: a quarter of max_file_size
 
 
