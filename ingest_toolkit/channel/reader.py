@@ -51,7 +51,8 @@ _RUN = int(FrameType.RUN)
 _RUN_TAIL = fmt.RUN_OVERHEAD - _HEAD  # a RUN frame's tag and CRC after its PUT frames
 _TYPES = frozenset(int(t) for t in FrameType)
 _SCAN_BLOCK = 64 * 1024  # bytes read at once while scanning a segment's frame headers for its runs
-_CACHED_RUNS = 4  # plaintexts of sealed runs kept (each at most RUN_BYTES unless one event is larger)
+_CACHED_RUNS = 4  # plaintexts of sealed runs kept (each at most RUN_BYTES unless one event is larger) ...
+_CACHED_BYTES = 1 << 20  # ... and at most this many bytes of them, but for the last run read
 
 
 class _Runs:
@@ -238,9 +239,10 @@ class EventReader:
         if plain is None:
             raise CorruptLogError(path=file.path, offset=start, reason=AUTH_FAILED)
         with self._lock:
-            self._plain[key] = plain
-            while len(self._plain) > _CACHED_RUNS:
-                self._plain.popitem(last=False)
+            cache = self._plain
+            cache[key] = plain
+            while len(cache) > 1 and (len(cache) > _CACHED_RUNS or sum(map(len, cache.values())) > _CACHED_BYTES):
+                cache.popitem(last=False)
         return plain
 
     def _read_run(self, pointers: list[int], i: int, j: int, out: EventColumns) -> None:

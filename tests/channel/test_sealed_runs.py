@@ -16,7 +16,7 @@ from crc32c import crc32c
 from ingest_toolkit.channel import Event, FileChannel
 from ingest_toolkit.channel import format as fmt
 from ingest_toolkit.channel.codec import decode_puts
-from ingest_toolkit.channel.crypto import RUN_BYTES, KeyChain, load_keyring, run_limit
+from ingest_toolkit.channel.crypto import RUN_BYTES, KeyChain, Opener, load_keyring, run_limit
 from ingest_toolkit.channel.proto import channel_pb2 as pb
 from ingest_toolkit.channel.tools import repair_channel, verify_channel
 from ingest_toolkit.errors import CorruptLogError
@@ -104,6 +104,23 @@ def test_other_take_forms_across_run_boundaries(many_runs: Path, how: str) -> No
         assert got == expected(0, 200)
     else:
         assert decode_puts(first[0] + rest[0], first[1] + rest[1]).bodies == expected(0, 200)
+
+
+def test_small_takes_one_after_another_decrypt_each_run_once(many_runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    unseal = Opener.unseal
+
+    def counted(self: Opener, buf: bytes, pos: int, length: int, seq: int) -> bytes | None:
+        calls.append(seq)
+        return unseal(self, buf, pos, length, seq)
+
+    monkeypatch.setattr(Opener, "unseal", counted)
+    runs = sum(len(run_frames(p)) for p in segments(many_runs))
+    with FileChannel(**keyed(many_runs)) as channel:
+        for at in range(200):
+            with channel.transaction() as tx:
+                assert bodies(tx.take(1)) == expected(at, 1)
+    assert len(calls) == len(set(calls)) == runs  # every run decrypted once, not once per event
 
 
 def test_a_take_rolled_back_inside_a_run_returns_the_same_events(many_runs: Path) -> None:
