@@ -50,20 +50,22 @@ _unpack_crc = fmt.FRAME_TRAILER.unpack_from
 _RUN = int(FrameType.RUN)
 _RUN_TAIL = fmt.RUN_OVERHEAD - _HEAD  # a RUN frame's tag and CRC after its PUT frames
 _TYPES = frozenset(int(t) for t in FrameType)
+_MAX = fmt.MAX_FRAME_SIZE
 _SCAN_BLOCK = 64 * 1024  # bytes read at once while scanning a segment's frame headers for its runs
 _CACHED_RUNS = 4  # plaintexts of sealed runs kept (each at most RUN_BYTES unless one event is larger) ...
 _CACHED_BYTES = 1 << 20  # ... and at most this many bytes of them, but for the last run read
 
 
-class _Runs:
-    """The sealed runs of one segment found so far, in offset order: ``[starts[k], ends[k])``;
-    every top-level frame before ``scanned`` has been seen."""
+class _Frames:
+    """The top-level frames of one segment found so far, in offset order: ``[starts[k], ends[k])``
+    of type ``types[k]``; every frame before ``scanned`` has been seen."""
 
-    __slots__ = ("ends", "scanned", "starts")
+    __slots__ = ("ends", "scanned", "starts", "types")
 
     def __init__(self) -> None:
         self.starts: list[int] = []
         self.ends: list[int] = []
+        self.types: list[int] = []
         self.scanned = fmt.SEGMENT_HEADER_SIZE
 
 
@@ -83,7 +85,7 @@ class EventReader:
         self._openers: dict[int, Opener | None] = {}  # per open file: None for a plain segment
         self._lock = threading.Lock()
         # version 3 (sealed runs): the runs found per segment, and the plaintexts of the last runs read
-        self._runs: dict[int, _Runs] = {}
+        self._frames: dict[int, _Frames] = {}
         self._plain: OrderedDict[tuple[int, int], bytes] = OrderedDict()
         self._max_run = max(RUN_BYTES, max_frame) + fmt.RUN_OVERHEAD  # larger: CRC checked in chunks first
 
@@ -204,18 +206,24 @@ class EventReader:
         return file.path, plain, start + _HEAD, j
 
     def _run_of(self, file: File, log_id: int, offset: int) -> tuple[int, int]:
-        """``(start, end)`` of the RUN frame whose PUT frames hold ``offset``."""
+        """``(start, end)`` of the RUN frame whose PUT frames hold ``offset``. When the frame there
+        is not one (damage), CorruptLogError names that frame, as a take of a plain segment does."""
         with self._lock:
-            found = self._runs.get(log_id)
+            found = self._frames.get(log_id)
             if found is None:
-                found = self._runs[log_id] = _Runs()
+                found = self._frames[log_id] = _Frames()
             if offset >= found.scanned:
-                _scan_runs(file, found, offset)
+                _scan_frames(file, found, offset)
             k = bisect_right(found.starts, offset) - 1
-            if k < 0 or not found.starts[k] + _HEAD <= offset < found.ends[k] - _RUN_TAIL:
-                raise CorruptLogError(path=file.path, offset=offset,
-                                      reason="event pointer names no PUT frame of a sealed run (RUN frame)")
-            return found.starts[k], found.ends[k]
+            if k < 0:  # before the first frame: in the segment header
+                raise CorruptLogError(path=file.path, offset=offset, reason="event pointer into the segment header")
+            start, end, ftype = found.starts[k], found.ends[k], found.types[k]
+        if ftype == _RUN and start + _HEAD <= offset < end - _RUN_TAIL:
+            return start, end
+        _check_top_frame(file, start, end - start)  # raises for a damaged frame
+        what = FrameType(ftype).name + (" frame's header or tag" if ftype == _RUN else " frame")
+        raise CorruptLogError(path=file.path, offset=start, reason=f"event pointer at offset {offset} names a {what}, "
+                                                                   "not a PUT frame of a sealed run")
 
     def _run_plaintext(self, file: File, log_id: int, start: int, end: int) -> bytes:
         """The authenticated plaintext of the RUN frame at ``[start, end)`` (cached)."""
@@ -226,6 +234,7 @@ class EventReader:
                 self._plain.move_to_end(key)
                 return plain
         length = end - start
+        _within_file(file, start, length)
         if length > self._max_run:
             _verify_in_chunks(file, start, length)
         data = file.pread(length, start)
@@ -321,7 +330,7 @@ class EventReader:
         with self._lock:
             file = self._files.pop(log_id, None)
             self._openers.pop(log_id, None)
-            self._runs.pop(log_id, None)
+            self._frames.pop(log_id, None)
             for key in [key for key in self._plain if key[0] == log_id]:
                 del self._plain[key]
         if file is not None:
@@ -330,7 +339,7 @@ class EventReader:
     def close(self) -> None:
         with self._lock:
             files, self._files = list(self._files.values()), {}
-            self._runs.clear()
+            self._frames.clear()
             self._plain.clear()
         for file in files:
             file.close()
@@ -339,30 +348,50 @@ class EventReader:
 _CHUNK = 1 << 20
 
 
-def _scan_runs(file: File, runs: _Runs, target: int) -> None:
-    """Read the clear headers of the segment's top-level frames from ``runs.scanned`` on until
-    past ``target``, recording the RUN frames. Only committed events are read, and every frame
-    before one was written before it: the scan never reads a frame being written. A header that
-    is not a frame's (damage) stops it: CorruptLogError, as when a take reads a damaged frame."""
-    pos = block_at = runs.scanned
+def _scan_frames(file: File, frames: _Frames, target: int) -> None:
+    """Read the clear headers of the segment's top-level frames from ``frames.scanned`` on until
+    past ``target``. Only committed events are read, and every frame before one was written
+    before it: the scan never reads a frame being written. A header that is not a frame's
+    (damage) stops it with CorruptLogError naming the frame before it when that one is damaged
+    (its length led here), else the header, as when a take reads a damaged frame."""
+    pos = block_at = frames.scanned
     block = b""
     while pos <= target:
         at = pos - block_at
         if at + _HEAD > len(block):
             block_at, block, at = pos, file.pread(_SCAN_BLOCK, pos), 0
-            if len(block) < _HEAD:
-                raise CorruptLogError(path=file.path, offset=pos, reason=f"the segment ends at a frame header before "
-                                                                         f"the event at offset {target}")
-        magic, ftype, _flags, length, _txn, _seq = _unpack_header(block, at)
-        if magic != _MAGIC or ftype not in _TYPES or not _OVERHEAD <= length <= fmt.MAX_FRAME_SIZE:
-            raise CorruptLogError(path=file.path, offset=pos,
-                                  reason=f"damaged frame header (type {ftype}, length {length}) before the event at "
-                                         f"offset {target}: the sealed run holding it cannot be found")
-        if ftype == _RUN:
-            runs.starts.append(pos)
-            runs.ends.append(pos + length)
+        if len(block) - at >= _HEAD:
+            magic, ftype, _flags, length, _txn, _seq = _unpack_header(block, at)
+        if len(block) - at < _HEAD or magic != _MAGIC or ftype not in _TYPES or not _OVERHEAD <= length <= _MAX:
+            if frames.starts:
+                _check_top_frame(file, frames.starts[-1], frames.ends[-1] - frames.starts[-1])
+            raise CorruptLogError(path=file.path, offset=pos, reason=f"no valid frame header where a frame must be "
+                                                                     f"(before the event at offset {target})")
+        frames.starts.append(pos)
+        frames.ends.append(pos + length)
+        frames.types.append(ftype)
         pos += length
-        runs.scanned = pos
+        frames.scanned = pos
+
+
+def _within_file(file: File, start: int, length: int) -> None:
+    """A committed frame is whole in its file: a length claiming more is damage (and sizes nothing)."""
+    if start + length > file.size():
+        raise CorruptLogError(path=file.path, offset=start,
+                              reason=f"frame of {length} bytes runs past the end of the file ({file.size()} bytes)")
+
+
+def _check_top_frame(file: File, start: int, length: int) -> None:
+    """Raise CorruptLogError when the frame at ``start`` fails its checks (CRC included)."""
+    _within_file(file, start, length)
+    if length > _CHUNK:
+        _verify_in_chunks(file, start, length)
+        return
+    data = file.pread(length, start)
+    try:
+        fmt.check_frame(data, 0, len(data))
+    except FrameError as err:
+        raise CorruptLogError(path=file.path, offset=start, reason=str(err)) from None
 
 
 def _verify_in_chunks(file: File, pos: int, length: int) -> None:
