@@ -51,7 +51,7 @@ _RUN = int(FrameType.RUN)
 _RUN_TAIL = fmt.RUN_OVERHEAD - _HEAD  # a RUN frame's tag and CRC after its PUT frames
 _TYPES = frozenset(int(t) for t in FrameType)
 _MAX = fmt.MAX_FRAME_SIZE
-_SCAN_BLOCK = 64 * 1024  # bytes read at once while scanning a segment's frame headers for its runs
+_SCAN_BLOCK = 4096  # bytes read at once while scanning frame headers: a run (up to 64 KiB) and the small frames after it
 _CACHED_RUNS = 4  # plaintexts of sealed runs kept (each at most RUN_BYTES unless one event is larger) ...
 _CACHED_BYTES = 1 << 20  # ... and at most this many bytes of them, but for the last run read
 
