@@ -65,7 +65,7 @@ _PUT: Final = int(fmt.FrameType.PUT)
 _RUN: Final = int(fmt.FrameType.RUN)
 # The most bytes of PUT frames one RUN frame seals (a single larger frame is a run alone). One
 # AEAD call per 64 KiB costs nothing measurable (0.6 us per 230 events of 256 bytes), and a take
-# of one event decrypts at most that much (about 10 us). Larger runs cost more, not less: buffers
+# of one event reads and decrypts at most that much (about 20 us). Larger runs cost more, not less: buffers
 # of 128 KiB and more are mapped afresh by malloc on each put, and their page faults cost more
 # than the encryption (measured: 0.35 us per event at 256 KiB, none at 64 KiB). Never more than a
 # quarter of max_file_size: runs must not waste segments.
