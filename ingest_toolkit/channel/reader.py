@@ -11,9 +11,9 @@ In an encrypted segment of version 3 the PUT frames lie inside sealed runs (RUN 
 event is read by reading its whole run, checking the run's CRC and tag and decrypting it once,
 then reading the event's PUT frame from the plaintext exactly as from a plain segment (GCM keeps
 lengths, so pointers are offsets into the plaintext as into the file). The runs of a segment are
-found from the clear headers of its top-level frames, scanned lazily (one ``pread`` of 64 KiB
-finds many), and the plaintext of the last few runs is cached, so that takes smaller than a run,
-one after another, decrypt it once.
+found from the clear headers of its top-level frames, scanned lazily (a ``pread`` of 4 KiB per
+run header, which also covers the small frames after it), and the plaintext of the last few runs
+is cached, so that takes smaller than a run, one after another, decrypt it once.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ _RUN = int(FrameType.RUN)
 _RUN_TAIL = fmt.RUN_OVERHEAD - _HEAD  # a RUN frame's tag and CRC after its PUT frames
 _TYPES = frozenset(int(t) for t in FrameType)
 _MAX = fmt.MAX_FRAME_SIZE
-_SCAN_BLOCK = 4096  # bytes read at once while scanning frame headers: a run (up to 64 KiB) and the small frames after it
+_SCAN_BLOCK = 4096  # bytes read at once while scanning frame headers: a run header and the small frames after it
 _CACHED_RUNS = 4  # plaintexts of sealed runs kept (each at most RUN_BYTES unless one event is larger) ...
 _CACHED_BYTES = 1 << 20  # ... and at most this many bytes of them, but for the last run read
 
