@@ -308,3 +308,21 @@ def test_a_tampered_version_2_frame_still_loses_only_its_frame_to_a_take(tmp_pat
         with pytest.raises(CorruptLogError) as raised, channel.transaction() as tx:
             tx.take(1)
         assert raised.value.offset == offset and "authentication" in raised.value.reason
+
+
+def test_a_damaged_frame_header_before_a_run_stops_the_take_and_names_that_frame(tmp_path: Path) -> None:
+    """A take finds runs through the headers before them: a COMMIT frame's damaged header stops
+    takes of the events after it (named, nothing skipped) but not of those before it."""
+    with FileChannel(**keyed(tmp_path)) as channel:
+        put(channel, 0, 5)
+        put(channel, 5, 5)
+    path = segments(tmp_path)[0]
+    commit = put_frames(path, fmt.FrameType.COMMIT)[0][0]
+    flip(path, commit)  # its magic
+    with FileChannel(**keyed(tmp_path)) as channel:  # from the checkpoint: log-1 is not replayed
+        with channel.transaction() as tx:
+            assert bodies(tx.take(5)) == expected(0, 5)
+        with pytest.raises(CorruptLogError) as raised, channel.transaction() as tx:
+            tx.take(5)
+        assert (raised.value.path, raised.value.offset) == (str(path), commit)
+        assert len(channel) == 5
