@@ -216,6 +216,8 @@ class Sealer:
         """RUN frames sealing the PUT frames of ``payloads`` (sequence numbers from ``first_seq``),
         each run at most ``limit`` bytes of PUT frames unless one frame alone is more; and for each
         RUN frame where its PUT frames are (:data:`Placement`)."""
+        if not payloads:
+            return [], []  # no run: a RUN frame holds at least one PUT frame
         frames = fmt.encode_frames(_PUT, txn_id, first_seq, payloads)
         # Offsets of the frames from the first, in C: a Python loop per frame costs more than the AEAD calls saved.
         starts = list(itertools.accumulate(map(len, frames), initial=0))

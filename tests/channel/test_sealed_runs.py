@@ -326,3 +326,15 @@ def test_a_damaged_frame_header_before_a_run_stops_the_take_and_names_that_frame
             tx.take(5)
         assert (raised.value.path, raised.value.offset) == (str(path), commit)
         assert len(channel) == 5
+
+
+def test_an_empty_put_many_seals_no_run(tmp_path: Path) -> None:
+    with FileChannel(**keyed(tmp_path)) as channel:
+        with channel.transaction() as tx:
+            tx.put_many([])
+            tx.put_many([event(0)])
+            tx.put_many([])
+    assert [len(inner) for inner in opened_runs(segments(tmp_path)[0])] == [1]
+    (tmp_path / "cp" / "checkpoint.meta").unlink()
+    with FileChannel(**keyed(tmp_path)) as channel:  # a full replay
+        assert drain(channel) == expected(0, 1)
