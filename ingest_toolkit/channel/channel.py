@@ -333,8 +333,9 @@ class FileChannel:
     def txn_spill(self, tx: Transaction) -> None:
         with self._cond:
             self._check_usable()
-            tx.spilled.extend(self._log.append(tx.frames))
+            tx.spilled.extend(self._log.append(tx.frames, runs=tx.runs or None))
             tx.frames.clear()
+            tx.runs.clear()
             tx.buffered_bytes = 0
 
     def txn_take_columns(self, tx: Transaction, n: int) -> EventColumns:
@@ -384,8 +385,8 @@ class FileChannel:
                 if tx.tag is not None:
                     tx.tag_record = TagRecord(tx.tag, tx.first_seq, tx.count, time.time_ns())
                 frames = tx.frames + [commit_frame(tx.txn_id, TXN_PUT, tx.count, tx.tag_record)]
-                pointers = self._log.append(frames)
-                tx.spilled.extend(pointers[:-1])
+                pointers = self._log.append(frames, runs=tx.runs or None)
+                tx.spilled.extend(pointers[:-1])  # a RUN frame's pointers are its PUT frames
             else:
                 self._log.append(take_frames(tx.txn_id, tx.taken, self.config.max_file_size), draining=True)
             tx.appended = True

@@ -38,6 +38,8 @@ __all__ = [
     "segment_key",
     "SegmentKey",
     "ENCRYPTED_VERSION",
+    "SEALED_RUNS_VERSION",
+    "RUN_OVERHEAD",
     "make_pointer",
     "pointer_log_id",
     "pointer_offset",
@@ -56,6 +58,10 @@ assert SEGMENT_HEADER_SIZE == 64
 # its reserved bytes the session salt (48..55) and the key check value (56..59). A reader of
 # version 1 only refuses such a segment instead of reading ciphertext as events.
 ENCRYPTED_VERSION: Final = 2
+# Version 3: encrypted like version 2, but the PUT frames of a transaction are sealed in runs (RUN
+# frames, one AEAD call per run instead of one per event; docs/log-format.md, "Sealed runs"). Its
+# header is that of version 2. A reader of version 1 or 2 refuses such a segment.
+SEALED_RUNS_VERSION: Final = 3
 CIPHER_AES256_GCM: Final = 1
 SALT_BYTES: Final = 8
 CHECK_BYTES: Final = 4
@@ -67,6 +73,7 @@ FRAME_HEADER: Final = struct.Struct("<2sBBIQQ")
 FRAME_TRAILER: Final = struct.Struct("<I")
 FRAME_OVERHEAD: Final = FRAME_HEADER.size + FRAME_TRAILER.size  # 28
 MAX_FRAME_SIZE: Final = 1 << 30  # a frame's length field never exceeds 1 GiB
+RUN_OVERHEAD: Final = FRAME_OVERHEAD + 16  # a RUN frame's header, AES-GCM tag and CRC around its PUT frames
 MAX_SEGMENT_SIZE: Final = 1 << 32  # pointer offsets are 32-bit
 
 # Event pointer: (log id << POINTER_SHIFT) | frame offset, so pointers order like (log id, offset).
@@ -88,6 +95,7 @@ class FrameType(IntEnum):
     COMMIT = 3
     ROLLBACK = 4
     NOOP = 5  # filler written by `channel repair` over damaged bytes; replay skips it
+    RUN = 6  # a sealed run of PUT frames (version 3 segments only): header | ciphertext | tag | CRC
 
 
 class FrameError(ValueError):
@@ -165,13 +173,14 @@ class SegmentKey:
     key_id: int  # 1..65535
     salt: bytes  # SALT_BYTES, drawn at random by the session that wrote the segment
     check: bytes  # CHECK_BYTES derived with the session key: tells a wrong key before a frame is read
+    runs: bool = False  # version 3: PUT frames sealed in runs (RUN frames); version 2: each PUT frame alone
 
 
 def encode_segment_header(log_id: int, channel_id: bytes, created_ns: int, key: SegmentKey | None = None) -> bytes:
     version, flags, reserved = FORMAT_VERSION, 0, bytes(12)
     if key is not None:
         assert len(key.salt) == SALT_BYTES and len(key.check) == CHECK_BYTES and 1 <= key.key_id <= 0xFFFF
-        version = ENCRYPTED_VERSION
+        version = SEALED_RUNS_VERSION if key.runs else ENCRYPTED_VERSION
         flags = int.from_bytes(_CRYPTO_FIELDS.pack(CIPHER_AES256_GCM, key.key_id), "little")
         reserved = key.salt + key.check
     head = SEGMENT_HEADER.pack(
@@ -188,7 +197,8 @@ def segment_key(buf: bytes) -> SegmentKey | None:
     if version == FORMAT_VERSION:
         return None
     _cipher, key_id = _CRYPTO_FIELDS.unpack(flags.to_bytes(4, "little"))
-    return SegmentKey(key_id, bytes(reserved[:SALT_BYTES]), bytes(reserved[SALT_BYTES:]))
+    salt, check = bytes(reserved[:SALT_BYTES]), bytes(reserved[SALT_BYTES:])
+    return SegmentKey(key_id, salt, check, runs=version == SEALED_RUNS_VERSION)
 
 
 def segment_channel_id(buf: bytes) -> bytes:
@@ -205,14 +215,17 @@ def decode_segment_header(buf: bytes) -> tuple[int, bytes, int]:
         raise FrameError(f"not a log segment (magic {magic!r})")
     if crc32c(buf[: SEGMENT_HEADER_SIZE - 4]) != crc:
         raise FrameError("segment header checksum mismatch")
-    if version not in (FORMAT_VERSION, ENCRYPTED_VERSION) or hsize != SEGMENT_HEADER_SIZE:
-        raise FrameError(f"segment format version {version} is not supported (expected {FORMAT_VERSION} or "
-                         f"{ENCRYPTED_VERSION})")
-    if version == ENCRYPTED_VERSION:
+    if version not in _VERSIONS or hsize != SEGMENT_HEADER_SIZE:
+        raise FrameError(f"segment format version {version} is not supported (expected {FORMAT_VERSION}, "
+                         f"{ENCRYPTED_VERSION} or {SEALED_RUNS_VERSION})")
+    if version != FORMAT_VERSION:
         cipher, key_id = _CRYPTO_FIELDS.unpack(flags.to_bytes(4, "little"))
         if cipher != CIPHER_AES256_GCM or not key_id:
             raise FrameError(f"unknown cipher {cipher} or key id {key_id} in an encrypted segment header")
     return log_id, channel_id, created_ns
+
+
+_VERSIONS: Final = (FORMAT_VERSION, ENCRYPTED_VERSION, SEALED_RUNS_VERSION)
 
 
 def make_pointer(log_id: int, offset: int) -> int:

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from ..errors import ChannelFailedError, DiskSpaceError
 from . import format as fmt
 from .config import ChannelConfig
+from .crypto import Placement
 from .fs import FileSystem
 from .segment import SegmentWriter
 from .transaction import Transaction, TxnState
@@ -85,12 +86,14 @@ class LogWriter:
         return writer
 
     # -- appending ------------------------------------------------------------------------
-    def append(self, frames: list[bytes], *, draining: bool = False) -> list[int]:
+    def append(self, frames: list[bytes], *, draining: bool = False, runs: list[Placement] | None = None) -> list[int]:
         """Write frames at the log's end, rolling segments as needed; returns their pointers.
 
         ``draining`` writes (take commits, rollback frames) skip the ``min_free_bytes`` check:
         they are small and are what frees space, so a nearly full disk can always be drained. A
-        real ENOSPC still fails them with DiskSpaceError.
+        real ENOSPC still fails them with DiskSpaceError. ``runs``: the first ``len(runs)``
+        frames are RUN frames (sealed runs), ``runs[k]`` where frame k's PUT frames are in it;
+        their pointers are those of the PUT frames.
         """
         pointers: list[int] = []
         i = 0
@@ -106,6 +109,10 @@ class LogWriter:
             chunk = frames[i:j] if (i, j) != (0, len(frames)) else frames
             if not draining:
                 self._check_space(writer.directory, size)
+            if runs is not None and i < len(runs):
+                self._append_runs(writer, chunk, runs[i:j], size, pointers)
+                i = j
+                continue
             try:
                 base = writer.append(b"".join(chunk), len(chunk), *put_seq_range(chunk))
             except OSError as err:
@@ -115,6 +122,26 @@ class LogWriter:
             pointers.extend([log_base | o for o in itertools.islice(offsets, len(chunk))])
             i = j
         return pointers
+
+    def _append_runs(self, writer: SegmentWriter, chunk: list[bytes], runs: list[Placement], size: int,
+                     pointers: list[int]) -> None:
+        """:meth:`append` of a chunk whose first ``len(runs)`` frames are RUN frames: a RUN frame's
+        pointers are those of its PUT frames, and the segment counts those frames, as replay does."""
+        first = fmt.frame_type_and_seq(chunk[0])[1]
+        last = fmt.frame_type_and_seq(chunk[len(runs) - 1])[1] + len(runs[-1][1]) - 1
+        count = sum(len(positions) for _shift, positions in runs) + len(chunk) - len(runs)
+        try:
+            base = writer.append(b"".join(chunk), count, first, last)
+        except OSError as err:
+            raise self._write_error(writer.directory, size, err) from err
+        at = fmt.make_pointer(writer.log_id, base)
+        for frame, placement in itertools.zip_longest(chunk, runs):
+            if placement is None:  # the COMMIT frame after the runs
+                pointers.append(at)
+            else:
+                start = at + placement[0]
+                pointers.extend([start + position for position in placement[1]])
+            at += len(frame)
 
     def write_rollback(self, txn_id: int, frame: bytes) -> None:
         """Append a ROLLBACK frame. Only tidiness: replay drops a transaction without COMMIT

@@ -6,12 +6,22 @@ straight out of the buffer; the payloads of events with headers are decoded toge
 protobuf parse (``codec.decode_puts``). The result is columns, or events made from them.
 ``read_arrow`` decodes whole runs with numpy into Arrow arrays instead (``columnar.py``) and
 leaves to this exact path every run it cannot decode exactly.
+
+In an encrypted segment of version 3 the PUT frames lie inside sealed runs (RUN frames): an
+event is read by reading its whole run, checking the run's CRC and tag and decrypting it once,
+then reading the event's PUT frame from the plaintext exactly as from a plain segment (GCM keeps
+lengths, so pointers are offsets into the plaintext as into the file). The runs of a segment are
+found from the clear headers of its top-level frames, scanned lazily (a ``pread`` of 4 KiB per
+run header, which also covers the small frames after it), and the plaintext of the last few runs
+is cached, so that takes smaller than a run, one after another, decrypt it once.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from bisect import bisect_right
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
 
 from crc32c import crc32c
 from google.protobuf.message import DecodeError
@@ -19,12 +29,13 @@ from google.protobuf.message import DecodeError
 from ..errors import CorruptLogError
 from . import format as fmt
 from .codec import Event, EventColumns, decode_put, decode_puts
-from .crypto import KeyChain, Opener
+from .crypto import RUN_BYTES, KeyChain, Opener
 from .format import FrameError, FrameType
 from .fs import File, FileSystem
+from .segment import AUTH_FAILED
 
 if TYPE_CHECKING:
-    from .columnar import ArrowColumns
+    from .columnar import ArrowBuilder, ArrowColumns
 
 __all__ = ["EventReader"]
 
@@ -36,6 +47,26 @@ _MAGIC = fmt.FRAME_MAGIC
 _PUT = int(FrameType.PUT)
 _unpack_header = fmt.FRAME_HEADER.unpack_from
 _unpack_crc = fmt.FRAME_TRAILER.unpack_from
+_RUN = int(FrameType.RUN)
+_RUN_TAIL = fmt.RUN_OVERHEAD - _HEAD  # a RUN frame's tag and CRC after its PUT frames
+_TYPES = frozenset(int(t) for t in FrameType)
+_MAX = fmt.MAX_FRAME_SIZE
+_SCAN_BLOCK = 4096  # bytes read at once while scanning frame headers: a run header and the small frames after it
+_CACHED_RUNS = 4  # plaintexts of sealed runs kept (each at most RUN_BYTES unless one event is larger) ...
+_CACHED_BYTES = 1 << 20  # ... and at most this many bytes of them, but for the last run read
+
+
+class _Frames:
+    """The top-level frames of one segment found so far, in offset order: ``[starts[k], ends[k])``
+    of type ``types[k]``; every frame before ``scanned`` has been seen."""
+
+    __slots__ = ("ends", "scanned", "starts", "types")
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.types: list[int] = []
+        self.scanned = fmt.SEGMENT_HEADER_SIZE
 
 
 class EventReader:
@@ -53,6 +84,10 @@ class EventReader:
         self._files: dict[int, File] = {}
         self._openers: dict[int, Opener | None] = {}  # per open file: None for a plain segment
         self._lock = threading.Lock()
+        # version 3 (sealed runs): the runs found per segment, and the plaintexts of the last runs read
+        self._frames: dict[int, _Frames] = {}
+        self._plain: OrderedDict[tuple[int, int], bytes] = OrderedDict()
+        self._max_run = max(RUN_BYTES, max_frame) + fmt.RUN_OVERHEAD  # larger: CRC checked in chunks first
 
     def read(self, pointers: list[int]) -> list[Event]:
         return self.read_columns(pointers).events()
@@ -61,8 +96,13 @@ class EventReader:
         out = EventColumns()
         i, n = 0, len(pointers)
         while i < n:
-            j = _run_end(pointers, i)
-            self._read_run(pointers, i, j, out)  # decoded run by run: memory stays bounded by _RUN_LIMIT
+            sealed = self._sealed(pointers, i, n)
+            if sealed is not None:
+                path, plain, base, j = sealed
+                _decode_run(path, plain, base, pointers, i, j, out)
+            else:
+                j = _run_end(pointers, i)
+                self._read_run(pointers, i, j, out)  # decoded run by run: memory stays bounded by _RUN_LIMIT
             i = j
         return out
 
@@ -75,13 +115,19 @@ class EventReader:
         seqs: list[int] = []
         i, n = 0, len(pointers)
         while i < n:
+            sealed = self._sealed(pointers, i, n)
+            if sealed is not None:
+                path, plain, base, j = sealed
+                _payload_run(path, plain, base, pointers, i, j, payloads, seqs)
+                i = j
+                continue
             j = _run_end(pointers, i)
             path, start, buf = self._run_buffer(pointers, i, j)
             opener = self._openers.get(fmt.pointer_log_id(pointers[i]))
             if opener is None:
                 _payload_run(path, buf, start, pointers, i, j, payloads, seqs)
             else:
-                opened = opener.open_run(buf, [(p & _MASK) - start for p in pointers[i:j]])
+                opened = opener.open_frames(buf, [(p & _MASK) - start for p in pointers[i:j]])
                 if opened is None:  # a frame failed: the exact path names it
                     self._decode_encrypted(opener, path, buf, start, pointers, i, j, EventColumns())
                     raise CorruptLogError(path=path, offset=start, reason="a frame of this run failed authentication")
@@ -105,6 +151,9 @@ class EventReader:
         builder = ArrowBuilder()
         array = np.array(pointers, np.int64)  # pointers are below 2^63: log ids are 32-bit
         for i, j in runs(array, _RUN_LIMIT):
+            if self._sealed_runs(pointers[i]):
+                self._arrow_sealed(builder, pointers, array, i, j)
+                continue
             path, start, buf = self._run_buffer(pointers, i, j)
             opener = self._openers.get(fmt.pointer_log_id(pointers[i]))
             if opener is not None:  # encrypted: decrypted frame by frame, the exact path decodes
@@ -116,6 +165,94 @@ class EventReader:
                 _decode_run(path, buf, start, pointers, i, j, exact)
                 builder.add_columns(exact)
         return builder.finish()
+
+    def _arrow_sealed(self, builder: ArrowBuilder, pointers: list[int], array: Any, i: int, j: int) -> None:
+        """:meth:`read_arrow` of ``pointers[i:j]`` in a segment of sealed runs, run by run."""
+        while i < j:
+            sealed = self._sealed(pointers, i, j)
+            assert sealed is not None
+            path, plain, base, k = sealed
+            if not builder.add_run(plain, array[i:k], base):
+                exact = EventColumns()
+                _decode_run(path, plain, base, pointers, i, k, exact)
+                builder.add_columns(exact)
+            i = k
+
+    # -- version 3: sealed runs -----------------------------------------------------------
+    def _sealed_runs(self, pointer: int) -> bool:
+        """Whether the segment of ``pointer`` holds its PUT frames in sealed runs (version 3)."""
+        log_id = fmt.pointer_log_id(pointer)
+        self._file(log_id)
+        opener = self._openers.get(log_id)
+        return opener is not None and opener.runs
+
+    def _sealed(self, pointers: list[int], i: int, n: int) -> tuple[str, bytes, int, int] | None:
+        """For a segment of sealed runs (else None): ``(path, plaintext, base, j)``, where the
+        plaintext of the run holding ``pointers[i]`` starts at file offset ``base`` and holds
+        ``pointers[i:j]`` (increasing, ``j <= n``); authenticated, from the cache if it is there."""
+        if not self._sealed_runs(pointers[i]):
+            return None
+        log_id, offset = fmt.pointer_log_id(pointers[i]), fmt.pointer_offset(pointers[i])
+        file = self._file(log_id)
+        start, end = self._run_of(file, log_id, offset)
+        plain = self._run_plaintext(file, log_id, start, end)
+        limit, prev, j = fmt.make_pointer(log_id, end - _RUN_TAIL), pointers[i], i + 1
+        while j < n:
+            p = pointers[j]
+            if p <= prev or p >= limit:
+                break
+            prev = p
+            j += 1
+        return file.path, plain, start + _HEAD, j
+
+    def _run_of(self, file: File, log_id: int, offset: int) -> tuple[int, int]:
+        """``(start, end)`` of the RUN frame whose PUT frames hold ``offset``. When the frame there
+        is not one (damage), CorruptLogError names that frame, as a take of a plain segment does."""
+        with self._lock:
+            found = self._frames.get(log_id)
+            if found is None:
+                found = self._frames[log_id] = _Frames()
+            if offset >= found.scanned:
+                _scan_frames(file, found, offset)
+            k = bisect_right(found.starts, offset) - 1
+            if k < 0:  # before the first frame: in the segment header
+                raise CorruptLogError(path=file.path, offset=offset, reason="event pointer into the segment header")
+            start, end, ftype = found.starts[k], found.ends[k], found.types[k]
+        if ftype == _RUN and start + _HEAD <= offset < end - _RUN_TAIL:
+            return start, end
+        _check_top_frame(file, start, end - start)  # raises for a damaged frame
+        what = FrameType(ftype).name + (" frame's header or tag" if ftype == _RUN else " frame")
+        raise CorruptLogError(path=file.path, offset=start, reason=f"event pointer at offset {offset} names a {what}, "
+                                                                   "not a PUT frame of a sealed run")
+
+    def _run_plaintext(self, file: File, log_id: int, start: int, end: int) -> bytes:
+        """The authenticated plaintext of the RUN frame at ``[start, end)`` (cached)."""
+        key = (log_id, start)
+        with self._lock:
+            plain = self._plain.get(key)
+            if plain is not None:
+                self._plain.move_to_end(key)
+                return plain
+        length = end - start
+        _within_file(file, start, length)
+        if length > self._max_run:
+            _verify_in_chunks(file, start, length)
+        data = file.pread(length, start)
+        try:
+            ftype, checked, _txn, seq = fmt.check_frame(data, 0, len(data))
+        except FrameError as err:
+            raise CorruptLogError(path=file.path, offset=start, reason=str(err)) from None
+        opener = self._openers.get(log_id)
+        assert opener is not None
+        plain = opener.unseal(data, 0, length, seq) if ftype == _RUN and checked == length else None
+        if plain is None:
+            raise CorruptLogError(path=file.path, offset=start, reason=AUTH_FAILED)
+        with self._lock:
+            cache = self._plain
+            cache[key] = plain
+            while len(cache) > 1 and (len(cache) > _CACHED_RUNS or sum(map(len, cache.values())) > _CACHED_BYTES):
+                cache.popitem(last=False)
+        return plain
 
     def _read_run(self, pointers: list[int], i: int, j: int, out: EventColumns) -> None:
         path, start, buf = self._run_buffer(pointers, i, j)
@@ -132,14 +269,14 @@ class EventReader:
         authentication sends the run to the exact path over its plaintext frames, which names
         the first damaged frame with the same error as in a plain segment."""
         offsets = [(p & _MASK) - start for p in pointers[i:j]]
-        opened = opener.open_run(buf, offsets)
+        opened = opener.open_frames(buf, offsets)
         if opened is not None:
             try:
                 _decode_payloads(*opened, out)
                 return
             except DecodeError:  # authentic, yet not a Put: the exact path names the frame
                 pass
-        _decode_run(path, opener.plain_run(buf, offsets, path, start), start, pointers, i, j, out)
+        _decode_run(path, opener.plain_frames(buf, offsets, path, start), start, pointers, i, j, out)
 
     def _run_buffer(self, pointers: list[int], i: int, j: int) -> tuple[str, int, bytes]:
         """``(path, start, bytes)`` of the run ``pointers[i:j]``: one ``pread`` from its first
@@ -193,17 +330,68 @@ class EventReader:
         with self._lock:
             file = self._files.pop(log_id, None)
             self._openers.pop(log_id, None)
+            self._frames.pop(log_id, None)
+            for key in [key for key in self._plain if key[0] == log_id]:
+                del self._plain[key]
         if file is not None:
             file.close()
 
     def close(self) -> None:
         with self._lock:
             files, self._files = list(self._files.values()), {}
+            self._frames.clear()
+            self._plain.clear()
         for file in files:
             file.close()
 
 
 _CHUNK = 1 << 20
+
+
+def _scan_frames(file: File, frames: _Frames, target: int) -> None:
+    """Read the clear headers of the segment's top-level frames from ``frames.scanned`` on until
+    past ``target``. Only committed events are read, and every frame before one was written
+    before it: the scan never reads a frame being written. A header that is not a frame's
+    (damage) stops it with CorruptLogError naming the frame before it when that one is damaged
+    (its length led here), else the header, as when a take reads a damaged frame."""
+    pos = block_at = frames.scanned
+    block = b""
+    while pos <= target:
+        at = pos - block_at
+        if at + _HEAD > len(block):
+            block_at, block, at = pos, file.pread(_SCAN_BLOCK, pos), 0
+        if len(block) - at >= _HEAD:
+            magic, ftype, _flags, length, _txn, _seq = _unpack_header(block, at)
+        if len(block) - at < _HEAD or magic != _MAGIC or ftype not in _TYPES or not _OVERHEAD <= length <= _MAX:
+            if frames.starts:
+                _check_top_frame(file, frames.starts[-1], frames.ends[-1] - frames.starts[-1])
+            raise CorruptLogError(path=file.path, offset=pos, reason=f"no valid frame header where a frame must be "
+                                                                     f"(before the event at offset {target})")
+        frames.starts.append(pos)
+        frames.ends.append(pos + length)
+        frames.types.append(ftype)
+        pos += length
+        frames.scanned = pos
+
+
+def _within_file(file: File, start: int, length: int) -> None:
+    """A committed frame is whole in its file: a length claiming more is damage (and sizes nothing)."""
+    if start + length > file.size():
+        raise CorruptLogError(path=file.path, offset=start,
+                              reason=f"frame of {length} bytes runs past the end of the file ({file.size()} bytes)")
+
+
+def _check_top_frame(file: File, start: int, length: int) -> None:
+    """Raise CorruptLogError when the frame at ``start`` fails its checks (CRC included)."""
+    _within_file(file, start, length)
+    if length > _CHUNK:
+        _verify_in_chunks(file, start, length)
+        return
+    data = file.pread(length, start)
+    try:
+        fmt.check_frame(data, 0, len(data))
+    except FrameError as err:
+        raise CorruptLogError(path=file.path, offset=start, reason=str(err)) from None
 
 
 def _verify_in_chunks(file: File, pos: int, length: int) -> None:

@@ -42,7 +42,7 @@ from .format import FrameType
 from .fs import FileSystem, read_file
 from .pointer_queue import PointerQueue
 from .segment import (
-    Authenticate,
+    FrameOpener,
     ScanResult,
     iter_frames,
     list_segments,
@@ -278,7 +278,7 @@ def _replay_segment(fs: FileSystem, state: _State, log_id: int, path: str, *, ne
     try:
         opener = keys.opener(path, bytes(image[: fmt.SEGMENT_HEADER_SIZE]))
         frames, first_seq, last_seq = _apply_frames(state, image, log_id, path, newest=newest, results=results,
-                                                    start=offset, authentic=opener.authentic if opener else None)
+                                                    start=offset, opener=opener)
     finally:
         if not isinstance(image, bytes):
             image.close()
@@ -296,7 +296,7 @@ def _replay_segment(fs: FileSystem, state: _State, log_id: int, path: str, *, ne
 
 def _apply_frames(state: _State, image, log_id: int, path: str, *, newest: bool,  # type: ignore[no-untyped-def]
                   results: list[ScanResult], start: int = 0,
-                  authentic: Authenticate | None = None) -> tuple[int, int, int]:
+                  opener: FrameOpener | None = None) -> tuple[int, int, int]:
     """Apply one segment's frames; returns its (frame count, first PUT seq, last PUT seq)."""
     log_base = fmt.make_pointer(log_id, 0)  # | offset: make_pointer, without a call per frame
     puts, takes = state.puts, state.takes
@@ -305,7 +305,7 @@ def _apply_frames(state: _State, image, log_id: int, path: str, *, newest: bool,
     first_seq = 0
     last_seq = 0
     for offset, ftype, length, txn, seq in iter_frames(image, path, newest=newest, result=results, start=start,
-                                                       authentic=authentic):
+                                                       opener=opener):
         frames += 1
         if txn > max_txn:
             max_txn = txn

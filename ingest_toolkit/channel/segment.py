@@ -13,8 +13,9 @@ import logging
 import mmap
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from google.protobuf.message import DecodeError
 
@@ -25,9 +26,9 @@ from .fs import File, FileSystem, OsFileSystem, read_file, write_atomic
 from .proto import channel_pb2 as pb
 from .tail import all_zero, classify_tail
 
-__all__ = ["ScanResult", "SegmentWriter", "all_zero", "header_lost", "iter_frames", "meta_path", "read_meta",
-           "scan_segment", "segment_path", "list_segments", "survey_headers", "vanished_segments",
-           "written_proof"]
+__all__ = ["FrameOpener", "ScanResult", "SegmentWriter", "all_zero", "check_sealed", "header_lost", "iter_frames",
+           "meta_path", "read_meta", "scan_segment", "segment_path", "list_segments", "survey_headers",
+           "vanished_segments", "written_proof"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,10 @@ _SEGMENT_PREFIX = "log-"
 _PUT = int(fmt.FrameType.PUT)
 AUTH_FAILED = ("PUT frame fails authentication (AES-GCM tag): its bytes were changed after it was written, or it "
                "was encrypted with another key")
+MALFORMED_RUN = "sealed run (RUN frame) authenticates but is malformed"
+OUTSIDE_RUN = "PUT frame outside a sealed run in a version 3 (encrypted) segment: it was not written by the channel"
+RUN_NOT_ALLOWED = "sealed run (RUN frame) in a segment that is not version 3 (encrypted with sealed runs)"
+_RUN = int(fmt.FrameType.RUN)
 _MAX_META_BYTES = 4096  # a SegmentMeta is under 100 bytes
 
 
@@ -260,16 +265,40 @@ class ScanResult:
     torn_bytes: int  # bytes after data_end that were not zero (a torn tail)
 
 
-Authenticate = Callable[[bytes | mmap.mmap, int, int, int], bool]  # (image, offset, length, seq)
+class FrameOpener(Protocol):
+    """What a scan asks an encrypted segment's :class:`~.crypto.Opener` (``crypto`` imports this
+    module): each raises FrameError for a frame that fails authentication (or is not allowed in
+    the segment's version), which is then damage exactly like a checksum mismatch."""
+
+    def check_put(self, buf: bytes | mmap.mmap, pos: int, length: int, seq: int) -> None: ...
+
+    def run_frames(self, buf: bytes | mmap.mmap, pos: int, length: int, txn: int,
+                   seq: int) -> list[tuple[int, int, int, int, int]]: ...
+
+
+def check_sealed(opener: FrameOpener | None, data: bytes | mmap.mmap, pos: int, ftype: int, length: int, txn: int,
+                 seq: int) -> list[tuple[int, int, int, int, int]] | None:
+    """The PUT frames of the RUN frame at ``pos`` (None for any other frame), after the checks
+    of an encrypted segment; FrameError when they fail. ``opener`` None: a plain segment."""
+    if opener is None:
+        if ftype == _RUN:
+            raise FrameError(RUN_NOT_ALLOWED)
+        return None
+    if ftype == _PUT:
+        opener.check_put(data, pos, length, seq)
+    elif ftype == _RUN:
+        return opener.run_frames(data, pos, length, txn, seq)
+    return None
 
 
 def iter_frames(data: bytes | mmap.mmap, path: str, *, newest: bool, result: list[ScanResult],
-                start: int = 0, authentic: Authenticate | None = None) -> Iterator[tuple[int, int, int, int, int]]:
+                start: int = 0, opener: FrameOpener | None = None) -> Iterator[tuple[int, int, int, int, int]]:
     """Yield ``(offset, type, length, txn_id, seq)`` for every valid frame of a segment image,
-    from ``start`` (a frame boundary; the header's end when 0).
+    from ``start`` (a frame boundary; the header's end when 0). A RUN frame (a sealed run of an
+    encrypted segment) is not yielded itself: its PUT frames are, at their offsets in the file.
 
-    ``authentic`` (an encrypted segment's ``Opener.authentic``) is asked about every PUT frame
-    that passed its checks; a frame it refuses is damage exactly like a checksum mismatch.
+    ``opener`` (an encrypted segment's :class:`~.crypto.Opener`) authenticates every PUT and RUN
+    frame that passed its checks; a frame it refuses is damage exactly like a checksum mismatch.
 
     On reaching the end, appends a :class:`ScanResult` to ``result``. Damage raises
     :class:`CorruptLogError`, except a torn tail of the newest segment: bytes after the last
@@ -289,13 +318,17 @@ def iter_frames(data: bytes | mmap.mmap, path: str, *, newest: bool, result: lis
     while pos < size:
         try:
             ftype, length, txn_id, seq = check(data, pos, size)
-            if authentic is not None and ftype == _PUT and not authentic(data, pos, length, seq):
-                raise FrameError(AUTH_FAILED)
+            inner = None
+            if ftype == _RUN or (opener is not None and ftype == _PUT):
+                inner = check_sealed(opener, data, pos, ftype, length, txn_id, seq)
         except FrameError as err:
             torn = classify_tail(data, pos, path, newest=newest, reason=str(err))
             result.append(ScanResult(log_id, channel_id, pos, size, torn))
             return
-        yield pos, ftype, length, txn_id, seq
+        if inner is None:
+            yield pos, ftype, length, txn_id, seq
+        else:
+            yield from inner
         pos += length
     result.append(ScanResult(log_id, channel_id, pos, size, 0))
 

@@ -29,6 +29,7 @@ from .codec import (
     header_entry,
     varint,
 )
+from .crypto import Placement, run_limit
 from .tags import TagRecord
 
 if TYPE_CHECKING:
@@ -107,7 +108,8 @@ class Transaction:
         self.kind: TxnKind | None = None
         self.state = TxnState.OPEN
         self.count = 0  # events put or taken so far
-        self.frames: list[bytes] = []  # PUT frames not yet written
+        self.frames: list[bytes] = []  # PUT frames (RUN frames when encrypting) not yet written
+        self.runs: list[Placement] = []  # encrypting: per RUN frame in ``frames``, where its PUT frames are
         self.buffered_bytes = 0
         self.first_seq = 0
         self.last_seq = 0
@@ -125,9 +127,10 @@ class Transaction:
         if len(payload) > limit:
             raise EventTooLargeError(size=len(payload), limit=limit)
         seq = self._channel.txn_reserve(1)
-        sealer = self._channel.sealer
-        frame = (sealer.put_frames(self.txn_id, seq, [payload])[0] if sealer is not None
-                 else fmt.encode_frame(_PUT, self.txn_id, seq, payload))
+        if self._channel.sealer is not None:
+            self._seal(seq, [payload])
+            return seq
+        frame = fmt.encode_frame(_PUT, self.txn_id, seq, payload)
         self.frames.append(frame)
         self._added(seq, seq, 1, len(frame))
         return seq
@@ -150,12 +153,22 @@ class Transaction:
         if largest > limit:
             raise EventTooLargeError(size=largest, limit=limit)
         first = self._channel.txn_reserve(len(payloads))
-        sealer = self._channel.sealer
-        frames = (sealer.put_frames(self.txn_id, first, payloads) if sealer is not None
-                  else fmt.encode_frames(_PUT, self.txn_id, first, payloads))
-        self.frames.extend(frames)
-        self._added(first, first + len(payloads) - 1, len(payloads), sum(map(len, frames)))
+        if self._channel.sealer is not None:
+            self._seal(first, payloads)
+        else:
+            frames = fmt.encode_frames(_PUT, self.txn_id, first, payloads)
+            self.frames.extend(frames)
+            self._added(first, first + len(payloads) - 1, len(payloads), sum(map(len, frames)))
         return list(range(first, first + len(payloads)))
+
+    def _seal(self, first: int, payloads: list[bytes]) -> None:
+        """Encrypting channel: the PUT frames of ``payloads`` sealed in runs (one AEAD call per run)."""
+        channel = self._channel
+        assert channel.sealer is not None
+        runs, offsets = channel.sealer.put_runs(self.txn_id, first, payloads, run_limit(channel.config.max_file_size))
+        self.frames.extend(runs)
+        self.runs.extend(offsets)
+        self._added(first, first + len(payloads) - 1, len(payloads), sum(map(len, runs)))
 
     def _added(self, first: int, last: int, count: int, nbytes: int) -> None:
         self.first_seq = self.first_seq or first

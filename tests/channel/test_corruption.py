@@ -90,6 +90,12 @@ def frames_of_type(path: Path, ftype: fmt.FrameType) -> list[Frame]:
     return [f for f in frames_of(path) if f.type == ftype]
 
 
+def event_frames(path: Path) -> list[Frame]:
+    """The frames that hold events: PUT frames, or when encrypted the RUN frames sealing them
+    (one per put transaction here), whose damage loses the whole run (docs/encryption.md)."""
+    return frames_of_type(path, fmt.FrameType.RUN if encrypted() else fmt.FrameType.PUT)
+
+
 def flip(path: Path, offset: int) -> None:
     """Invert one byte in place (calling it twice restores the file)."""
     with open(path, "r+b") as f:
@@ -256,7 +262,7 @@ def test_fixture_reads_back_intact(two_segments: Path) -> None:
 @pytest.mark.parametrize("position", FRAME_POSITIONS)
 def test_flip_in_put_frame_of_sealed_segment_is_reported(cipher: str, two_segments: Path, position: int) -> None:
     path = segment(two_segments, 1)
-    frame = frames_of_type(path, fmt.FrameType.PUT)[1]
+    frame = event_frames(path)[1]
     flip(path, frame.offset + position % frame.length)
     err = open_fails(two_segments)
     assert (err.path, err.offset) == (str(path), frame.offset)
@@ -267,7 +273,7 @@ def test_flip_in_put_frame_of_sealed_segment_is_reported(cipher: str, two_segmen
 def test_flip_behind_checkpoint_is_reported_by_take(cipher: str, two_segments: Path) -> None:
     """With a checkpoint, open does not read log-1; the take that reads the damaged frame reports it."""
     path = segment(two_segments, 1)
-    frame = frames_of_type(path, fmt.FrameType.PUT)[1]  # b"a1h", the queue head
+    frame = event_frames(path)[1]  # b"a1h", the queue head (encrypted: the run of b"a2", b"a3h", b"a4")
     with FileChannel(**settings(two_segments)) as channel:  # writes a checkpoint on close
         assert len(channel) == len(EXPECTED_TWO_SEGMENTS)
     flip(path, frame.offset + 30)
@@ -286,7 +292,7 @@ def test_flip_in_newest_segment_before_a_commit_is_reported(cipher: str, two_seg
     if not sealed:
         unseal(two_segments, 2)
     path = segment(two_segments, 2)
-    frame = frames_of_type(path, fmt.FrameType.PUT)[0]
+    frame = event_frames(path)[0]
     flip(path, frame.offset + position % frame.length)
     err = open_fails(two_segments)
     assert (err.path, err.offset) == (str(path), frame.offset)
@@ -352,7 +358,8 @@ def test_take_of_a_corrupt_frame_raises_and_keeps_the_events(cipher: str, two_se
         put(channel, b"c0", b"c1h", b"c2")
         expected = [*EXPECTED_TWO_SEGMENTS, b"c0", b"c1h", b"c2"]
         path = segment(two_segments, 1) if where == "sealed" else _current_segment(channel)
-        victim = frames_of_type(path, fmt.FrameType.PUT)[-2]  # not at the head of the queue
+        frames = event_frames(path)  # the victim is not at the head of the queue (encrypted: the run of c0..c2
+        victim = frames[-2] if len(frames) > 1 else frames[-1]  # in the current segment, the only one)
         flip(path, victim.offset + victim.length - 1)
         with pytest.raises(CorruptLogError) as raised, channel.transaction() as tx:
             getattr(tx, method)(len(expected))

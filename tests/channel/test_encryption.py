@@ -84,18 +84,54 @@ def tree(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file() and p.name != "in_use.lock"}
 
 
-def put_frames(path: Path) -> list[tuple[int, int, int, int]]:
-    """``(offset, length, txn, seq)`` of every PUT frame of a segment."""
+def put_frames(path: Path, ftype: int = fmt.FrameType.PUT) -> list[tuple[int, int, int, int]]:
+    """``(offset, length, txn, seq)`` of every top-level PUT frame (or frame of ``ftype``) of a segment."""
     data, found, pos = path.read_bytes(), [], fmt.SEGMENT_HEADER_SIZE
     while pos < len(data):
         try:
-            ftype, length, txn, seq = fmt.check_frame(data, pos, len(data))
+            frame_type, length, txn, seq = fmt.check_frame(data, pos, len(data))
         except fmt.FrameError:
             break
-        if ftype == fmt.FrameType.PUT:
+        if frame_type == ftype:
             found.append((pos, length, txn, seq))
         pos += length
     return found
+
+
+def run_frames(path: Path) -> list[tuple[int, int, int, int]]:
+    """``(offset, length, txn, first seq)`` of every RUN frame (sealed run) of a segment."""
+    return put_frames(path, fmt.FrameType.RUN)
+
+
+def session_key(data: bytes, key: str = KEY_A) -> bytes:
+    """The AES key of the session that wrote the segment ``data``, derived as docs/log-format.md says."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    channel_id, salt, check = data[24:40], data[48:56], data[56:60]
+    out = HKDF(hashes.SHA256(), 36, salt=None,
+               info=b"ingest-toolkit log v2 session key\x00" + channel_id + salt).derive(bytes.fromhex(key))
+    assert out[32:] == check
+    return out[:32]
+
+
+def opened_runs(path: Path) -> list[list[tuple[int, int, bytes]]]:
+    """Per RUN frame of a segment: ``(offset in the file, seq, payload)`` of each PUT frame it seals,
+    decrypted with the spec alone (nonce: first seq + type RUN; associated data: the RUN header)."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    data = path.read_bytes()
+    aes, runs = AESGCM(session_key(data)), []
+    for offset, length, _txn, seq in run_frames(path):
+        frame = data[offset: offset + length]
+        plain = aes.decrypt(struct.pack("<QI", seq, fmt.FrameType.RUN), frame[24:-4], frame[:24])
+        inner, pos = [], 0
+        while pos < len(plain):
+            _ftype, size, _t, inner_seq = fmt.check_frame(plain, pos, len(plain))
+            inner.append((offset + 24 + pos, inner_seq, plain[pos + 24: pos + size - 4]))
+            pos += size
+        runs.append(inner)
+    return runs
 
 
 def tamper(path: Path, offset: int, length: int) -> None:
@@ -109,13 +145,18 @@ def tamper(path: Path, offset: int, length: int) -> None:
 
 
 # -- the basics --------------------------------------------------------------------------
-def test_encrypted_channel_round_trips_and_writes_version_2_headers(tmp_path: Path) -> None:
+def test_encrypted_channel_round_trips_and_writes_version_3_segments(tmp_path: Path) -> None:
     with FileChannel(**keyed(tmp_path)) as channel:
         put(channel, 0, 30)
         assert channel.stats()["writing"]
     assert all(key_id_of(p) == 1 for p in segments(tmp_path))
-    frame = put_frames(segments(tmp_path)[0])[1]
-    assert frame[1] == fmt.FRAME_OVERHEAD + len(encode_put(event(1).body, {})) + TAG_BYTES  # payload + tag
+    path = segments(tmp_path)[0]
+    assert path.read_bytes()[8:10] == b"\x03\x00"  # version 3: sealed runs
+    assert put_frames(path) == []  # no PUT frame outside a run
+    [(_offset, length, _txn, _seq)] = run_frames(path)  # one put_many: one run, one AEAD call
+    [inner] = opened_runs(path)
+    assert [payload for _o, _s, payload in inner] == [encode_put(event(i).body, event(i).headers) for i in range(30)]
+    assert length == sum(fmt.FRAME_OVERHEAD + len(p) for _o, _s, p in inner) + fmt.FRAME_OVERHEAD + TAG_BYTES
     with FileChannel(**keyed(tmp_path)) as channel:
         events = channel.transaction().take(30)
         assert [(e.body, dict(e.headers)) for e in events] == [(event(i).body, event(i).headers) for i in range(30)]
@@ -160,17 +201,23 @@ def test_every_nonce_is_used_once_per_session_key(tmp_path: Path) -> None:
             tx.rollback()
             put(channel, 0, 3)
     seen: set[tuple[int, bytes, int]] = set()
+    sealed: set[tuple[bytes, int]] = set()  # (salt, seq) of every event sealed in a run
     salts = set()
     for path in segments(tmp_path):
         key = fmt.segment_key(path.read_bytes()[: fmt.SEGMENT_HEADER_SIZE])
-        assert key is not None
+        assert key is not None and key.runs
         salts.add(key.salt)
-        for _offset, _length, _txn, seq in put_frames(path):
-            nonce = (key.key_id, key.salt, seq)
+        for (_offset, _length, _txn, seq), inner in zip(run_frames(path), opened_runs(path), strict=True):
+            nonce = (key.key_id, key.salt, seq)  # a RUN frame's nonce: its first seq (and type RUN)
             assert nonce not in seen, f"nonce {nonce} repeats in {path}"
             seen.add(nonce)
+            assert inner[0][1] == seq
+            events = {(key.salt, inner_seq) for _o, inner_seq, _p in inner}
+            assert not events & sealed, f"an event is sealed twice in {path}"
+            sealed |= events
     assert len(salts) == 3  # one per session (every open writes new segments)
-    assert len(seen) >= 3 * (120 + 3)
+    assert len(sealed) >= 3 * (120 + 3)
+    assert len(seen) >= 3 * 3  # several runs per session: 120 events of a 64 KiB channel make more than one
 
 
 # -- keys --------------------------------------------------------------------------------
@@ -309,9 +356,10 @@ def full_replay(root: Path) -> None:
 
 def test_tampered_ciphertext_in_a_sealed_segment_is_reported(tmp_path: Path) -> None:
     with FileChannel(**keyed(tmp_path)) as channel:
-        put(channel, 0, 10)
+        put(channel, 0, 4)
+        put(channel, 4, 10)
     path = segments(tmp_path)[0]
-    offset, length, _txn, _seq = put_frames(path)[4]
+    offset, length, _txn, _seq = run_frames(path)[1]
     tamper(path, offset, length)
     full_replay(tmp_path)
     with pytest.raises(CorruptLogError) as raised:
@@ -322,9 +370,10 @@ def test_tampered_ciphertext_in_a_sealed_segment_is_reported(tmp_path: Path) -> 
 
 def test_tampered_ciphertext_behind_a_checkpoint_is_reported_by_the_take(tmp_path: Path) -> None:
     with FileChannel(**keyed(tmp_path)) as channel:
-        put(channel, 0, 10)
+        put(channel, 0, 4)
+        put(channel, 4, 6)
     path = segments(tmp_path)[0]
-    offset, length, _txn, _seq = put_frames(path)[4]
+    offset, length, _txn, _seq = run_frames(path)[1]  # the run of events 4..9
     tamper(path, offset, length)
     with FileChannel(**keyed(tmp_path)) as channel:
         assert channel.replay_stats.frames == 0  # from the checkpoint: log-1 not read at open
@@ -333,8 +382,10 @@ def test_tampered_ciphertext_behind_a_checkpoint_is_reported_by_the_take(tmp_pat
         assert (raised.value.path, raised.value.offset) == (str(path), offset)
         assert "authentication" in raised.value.reason
         assert len(channel) == 10  # nothing taken, nothing skipped
-        with channel.transaction() as tx:  # the frames before it are still readable
+        with channel.transaction() as tx:  # the runs before it are still readable
             assert [e.body for e in tx.take(4)] == [event(i).body for i in range(4)]
+        with pytest.raises(CorruptLogError), channel.transaction() as tx:  # every event of the run is lost
+            tx.take(1)
 
 
 def test_tampered_ciphertext_in_the_torn_tail_is_dropped_like_a_torn_write(tmp_path: Path) -> None:
@@ -345,7 +396,7 @@ def test_tampered_ciphertext_in_the_torn_tail_is_dropped_like_a_torn_write(tmp_p
         put(channel, 4, 3)
     path = segments(tmp_path)[0]
     (path.parent / f"{path.name}.meta").unlink()  # the newest segment, as a crash leaves it
-    offset, length, _txn, _seq = put_frames(path)[4]  # first frame of the last transaction
+    offset, length, _txn, _seq = run_frames(path)[1]  # the run of the last transaction
     data = path.read_bytes()
     path.write_bytes(data[:-32])  # its COMMIT frame (32 bytes) never reached the disk
     tamper(path, offset, length)
@@ -365,14 +416,14 @@ def test_verify_and_repair_with_the_key(tmp_path: Path) -> None:
     with pytest.raises(EncryptionKeyError):
         verify_channel(cp, data)  # without the key: one clear error, not a report of damage
     path = segments(tmp_path)[0]
-    offset, length, txn, _seq = put_frames(path)[13]
+    offset, length, txn, _seq = run_frames(path)[1]  # the second transaction's run
     tamper(path, offset, length)
     report = verify_channel(cp, data, keys=keys)
     assert not report.ok
     [finding] = [f for f in report.findings if f.kind == "corrupt_frame"]
     assert finding.data["offset"] == offset and "authentication" in str(finding.data["reason"])
     plan = repair_channel(cp, data, dry_run=True, keys=keys)
-    assert [d.txn_id for d in plan.dropped] == [txn] and plan.events_lost == 10
+    assert [d.txn_id for d in plan.dropped] == [txn] and plan.events_lost == 10  # counted from its COMMIT
     repair_channel(cp, data, dry_run=False, keys=keys)
     assert verify_channel(cp, data, keys=keys).ok
     with FileChannel(**keyed(tmp_path)) as channel:
@@ -417,6 +468,14 @@ def reseal_header(head: bytearray) -> bytes:
     return bytes(head)
 
 
+def test_version_3_header_round_trip() -> None:
+    key = fmt.SegmentKey(513, bytes(range(8)), b"\x01\x02\x03\x04", runs=True)
+    header = fmt.encode_segment_header(9, bytes(range(16)), 123, key)
+    assert header[8:10] == b"\x03\x00" and header[12:16] == b"\x01\x00\x01\x02"
+    assert fmt.decode_segment_header(header) == (9, bytes(range(16)), 123)
+    assert fmt.segment_key(header) == key
+
+
 def test_version_2_header_round_trip_and_validation() -> None:
     key = fmt.SegmentKey(513, bytes(range(8)), b"\x01\x02\x03\x04")
     header = fmt.encode_segment_header(9, bytes(range(16)), 123, key)
@@ -431,24 +490,28 @@ def test_version_2_header_round_trip_and_validation() -> None:
         fmt.decode_segment_header(reseal_header(bytearray(header[:14]) + b"\x00\x00" + header[16:]))
 
 
-def test_an_encrypted_put_frame_is_as_the_spec_says(tmp_path: Path) -> None:
-    """Derive the session key as docs/log-format.md describes and decrypt a frame with it."""
-    from cryptography.hazmat.primitives import hashes
+def test_a_sealed_run_is_as_the_spec_says(tmp_path: Path) -> None:
+    """Derive the session key as docs/log-format.md describes and decrypt a run with it: the
+    plaintext is the transaction's PUT frames of version 1, back to back, and the pointers of the
+    events are the offsets of those frames in the file."""
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
     with FileChannel(**keyed(tmp_path)) as channel:
-        put(channel, 0, 2)
-    data = segments(tmp_path)[0].read_bytes()
-    channel_id, salt, check = data[24:40], data[48:56], data[56:60]
-    out = HKDF(hashes.SHA256(), 36, salt=None,
-               info=b"ingest-toolkit log v2 session key\x00" + channel_id + salt).derive(bytes.fromhex(KEY_A))
-    assert out[32:] == check
-    offset, length, _txn, seq = put_frames(segments(tmp_path)[0])[1]
+        with channel.transaction() as tx:
+            seqs = tx.put_many([event(i) for i in range(3)])
+            txn = tx.txn_id
+        pointers = channel._queue.peek(3)
+    path = segments(tmp_path)[0]
+    data = path.read_bytes()
+    [(offset, length, run_txn, seq)] = run_frames(path)
+    assert (run_txn, seq) == (txn, seqs[0])
     frame = data[offset: offset + length]
-    nonce = struct.pack("<QI", seq, fmt.FrameType.PUT)
-    plain = AESGCM(out[:32]).decrypt(nonce, frame[24:-4], frame[:24])
-    assert plain == encode_put(event(1).body, {})
+    plain = AESGCM(session_key(data)).decrypt(struct.pack("<QI", seq, fmt.FrameType.RUN), frame[24:-4], frame[:24])
+    expected = [fmt.encode_frame(fmt.FrameType.PUT, txn, s, encode_put(event(i).body, event(i).headers))
+                for i, s in enumerate(seqs)]
+    assert plain == b"".join(expected)
+    starts = [offset + 24 + sum(map(len, expected[:k])) for k in range(3)]
+    assert [fmt.pointer_offset(p) for p in pointers] == starts
 
 
 def test_cli_tools_use_the_keys_of_the_channel_settings_file(tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 """Every single-bit flip of a valid record is rejected with the project's error, never returned
 altered (issue 21). Records: the frames and header of a sealed segment (replay), PUT frames
-read by pointer (the three take paths), ``checkpoint.meta``, and the checkpoint's queue and
-inflight files. ``log-<id>.meta`` is not among them: it carries no checksum (see
-docs/durability.md, "Damaged input")."""
+read by pointer (the three take paths; in an encrypted segment the sealed run holding them),
+``checkpoint.meta``, and the checkpoint's queue and inflight files. ``log-<id>.meta`` is not
+among them: it carries no checksum (see docs/durability.md, "Damaged input")."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ import pytest
 
 from ingest_toolkit.channel import format as fmt
 from ingest_toolkit.channel.checkpoint import decode_meta, load_checkpoint
+from ingest_toolkit.channel.codec import encode_put
 from ingest_toolkit.channel.crypto import KeyChain, load_keyring
 from ingest_toolkit.channel.fs import OsFileSystem
+from ingest_toolkit.channel.proto import channel_pb2 as pb
 from ingest_toolkit.channel.reader import EventReader
 from ingest_toolkit.channel.replay import replay
 from ingest_toolkit.errors import CheckpointInvalid, CorruptLogError
@@ -64,7 +66,9 @@ def test_every_bit_flip_of_a_sealed_segment_is_refused_by_replay(
     data_dir.mkdir()
     (data_dir / "log-2.meta").write_bytes(meta)
     (data_dir / "log-2").write_bytes(original)
-    assert replay(OsFileSystem(), [str(data_dir)], keys=keys).stats.frames == len(frames_of(original))
+    frames = replay(OsFileSystem(), [str(data_dir)], keys=keys).stats.frames
+    assert frames == pb.SegmentMeta.FromString(meta).frames  # a sealed run's PUT frames counted one by one
+    assert frames == len(frames_of(original)) or keys is not None
     for bit, flipped in bit_flips(original):
         (data_dir / "log-2").write_bytes(flipped)
         outcome = check_call(lambda: replay(OsFileSystem(), [str(data_dir)], keys=keys))
@@ -77,15 +81,15 @@ def test_every_bit_flip_of_a_put_frame_is_refused_by_a_take(segment_seed: tuple[
                                                             workdir: Path, method: str) -> None:
     channel_files, keys = segment_seed
     segment = channel_files.files["data/log-1"]
-    puts = [(o, n) for o, t, n in frames_of(segment) if t == fmt.FrameType.PUT][:3]  # a0, a1 {k: v}, a2 * 50
+    frames = event_frames(segment)  # a0, a1 {k: v}, a2 * 50: as (frame offset, length, pointers in it)
     path = workdir / "log-1"
     path.write_bytes(segment)
     intact = EventReader(OsFileSystem(), {1: str(path)}, keys=keys)
-    assert len(getattr(intact, method)([fmt.make_pointer(1, o) for o, _n in puts])) == 3  # imports done here
+    assert len(getattr(intact, method)([p for _o, _n, pointers in frames for p in pointers])) == 3  # imports
     intact.close()
-    for offset, length in puts:
-        pointer = fmt.make_pointer(1, offset)
+    for offset, length, pointers in frames:
         for bit, flipped in bit_flips(segment[offset:offset + length]):
+            pointer = pointers[bit % len(pointers)]
             path.write_bytes(segment[:offset] + flipped + segment[offset + length:])
             reader = EventReader(OsFileSystem(), {1: str(path)}, keys=keys)
             try:
@@ -94,6 +98,21 @@ def test_every_bit_flip_of_a_put_frame_is_refused_by_a_take(segment_seed: tuple[
                 reader.close()
             assert isinstance(outcome.error, CorruptLogError), f"frame at {offset}, bit {bit}: {outcome.value}"
             assert (outcome.error.path, outcome.error.offset) == (str(path), offset)
+
+
+def event_frames(segment: bytes) -> list[tuple[int, int, list[int]]]:
+    """The frames holding the first three events of the seed's log-1 (a0, a1 {k: v}, a2 * 50), as
+    ``(offset, length, pointers)``: three PUT frames, or in an encrypted segment the one RUN frame
+    sealing their transaction, its PUT frames at known offsets inside (GCM keeps lengths)."""
+    if fmt.segment_key(segment[: fmt.SEGMENT_HEADER_SIZE]) is None:
+        puts = [(o, n) for o, t, n in frames_of(segment) if t == fmt.FrameType.PUT][:3]
+        return [(o, n, [fmt.make_pointer(1, o)]) for o, n in puts]
+    [(offset, _t, length), *_] = [f for f in frames_of(segment) if f[1] == fmt.FrameType.RUN]
+    sizes = [fmt.FRAME_OVERHEAD + len(encode_put(body, headers))
+             for body, headers in [(b"a0", {}), (b"a1", {"k": "v"}), (b"a2" * 50, {})]]
+    assert length == sum(sizes) + fmt.RUN_OVERHEAD
+    starts = [offset + fmt.FRAME_HEADER.size + sum(sizes[:k]) for k in range(3)]
+    return [(offset, length, [fmt.make_pointer(1, start) for start in starts])]
 
 
 def test_every_bit_flip_of_checkpoint_meta_is_refused(channel_files: ChannelFiles) -> None:

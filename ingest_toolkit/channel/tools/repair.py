@@ -30,7 +30,7 @@ from ..checkpoint import CHECKPOINT_META, read_checkpoint_meta, written_through
 from ..crypto import KeyChain
 from ..fs import FileSystem, OsFileSystem, write_atomic
 from ..replay import replay
-from ..segment import Authenticate, meta_path, read_meta, survey_headers, vanished_segments, written_proof
+from ..segment import FrameOpener, meta_path, read_meta, survey_headers, vanished_segments, written_proof
 from .common import ChannelDirs, PhaseProgress, ToolError, offline, read_channel_id, segments_of
 from .reports import RepairReport, SegmentPlan
 from .scan import Damage, Image, Piece, header_error, noop_frames, open_image, walk, without_torn_tail
@@ -124,7 +124,7 @@ def _plan_segment(log_id: int, path: str, newest: bool, sim: TxnSim, keys: KeyCh
                             "headers. Nothing was changed: restore the file from a backup")
         plan.channel_id = fmt.segment_channel_id(head)
         opener = keys.opener(path, head)
-        _plan_frames(plan, image, size, sim, opener.authentic if opener else None)
+        _plan_frames(plan, image, size, sim, opener)
     return plan
 
 
@@ -183,10 +183,10 @@ def _channel_id(dirs: ChannelDirs, segments: list[tuple[int, str]]) -> bytes:
 
 
 def _plan_frames(plan: SegmentPlan, image: Image, size: int, sim: TxnSim,
-                 authentic: Authenticate | None = None) -> None:
+                 opener: FrameOpener | None = None) -> None:
     log_id, path = plan.log_id, plan.path
     data_end = plan.meta.data_end if plan.meta is not None else (size if plan.meta_broken else None)
-    items: Iterable[Piece | Damage] = walk(image, size, log_id, path, data_end=data_end, authentic=authentic)
+    items: Iterable[Piece | Damage] = walk(image, size, log_id, path, data_end=data_end, opener=opener)
     if plan.newest and data_end is None:
         items = without_torn_tail(list(items))  # recovery cuts a torn write; not repair's business
     for item in items:

@@ -103,11 +103,13 @@ class SegmentPlan:
     header: bytes = b""  # the rebuilt header
 
     def keep(self, piece: Piece) -> None:
-        self.frames += 1
+        """Count a valid frame that stays (a RUN frame: its PUT frames, as replay counts them)."""
         self.end = piece.end
-        if piece.type == FrameType.PUT:
-            self.first_seq = min(self.first_seq or piece.seq, piece.seq)
-            self.last_seq = max(self.last_seq, piece.seq)
+        for frame in piece.inner or (piece,):
+            self.frames += 1
+            if frame.type == FrameType.PUT:
+                self.first_seq = min(self.first_seq or frame.seq, frame.seq)
+                self.last_seq = max(self.last_seq, frame.seq)
 
     def noops(self) -> list[tuple[int, int, str]]:
         """``(offset, length, reason)`` of every range to cover with NOOP frames."""

@@ -24,7 +24,7 @@ from .. import format as fmt
 from ..codec import varint
 from ..format import FrameError, FrameType
 from ..proto import channel_pb2 as pb
-from ..segment import AUTH_FAILED, Authenticate, all_zero, scan_segment
+from ..segment import FrameOpener, all_zero, check_sealed, scan_segment
 
 __all__ = ["NOOP_MAX", "Damage", "Image", "Piece", "header_error", "noop_frame", "noop_frames", "noop_size_ok",
            "noop_sizes", "open_image", "walk", "without_torn_tail"]
@@ -47,6 +47,7 @@ class Piece:
     txn: int
     seq: int
     verified: bool = True  # False: header read from damaged bytes, checksum failed or unchecked
+    inner: tuple[Piece, ...] = ()  # a RUN frame's PUT frames (authenticated), at their offsets in the file
 
     @property
     def end(self) -> int:
@@ -93,19 +94,20 @@ def header_error(image: Image) -> str | None:
 
 
 def walk(image: Image, size: int, log_id: int, path: str, *,
-         data_end: int | None, authentic: Authenticate | None = None) -> Iterator[Piece | Damage]:
-    """Yield the valid frames and damaged ranges of a segment image in offset order.
+         data_end: int | None, opener: FrameOpener | None = None) -> Iterator[Piece | Damage]:
+    """Yield the valid frames and damaged ranges of a segment image in offset order; a RUN frame
+    (a sealed run of an encrypted segment) with its PUT frames in ``inner``.
 
     ``data_end`` is the sealed size from ``.meta`` (None for an unsealed segment, whose zero tail
-    is preallocated space and not damage). ``authentic``: an encrypted segment's check of its
-    PUT frames; a frame it refuses is damage like a checksum mismatch.
+    is preallocated space and not damage). ``opener``: an encrypted segment's check of its PUT
+    and RUN frames; a frame it refuses is damage like a checksum mismatch (a RUN frame is one
+    frame: damage to any byte of it is damage to all of its events).
     """
     pos = fmt.SEGMENT_HEADER_SIZE
     while pos < size:
         try:
             ftype, length, txn, seq = fmt.check_frame(image, pos, size)
-            if authentic is not None and ftype == FrameType.PUT and not authentic(image, pos, length, seq):
-                raise FrameError(AUTH_FAILED)
+            inner = check_sealed(opener, image, pos, ftype, length, txn, seq) or ()
         except FrameError as err:
             if data_end is None and all_zero(image, pos):
                 return
@@ -113,7 +115,7 @@ def walk(image: Image, size: int, log_id: int, path: str, *,
             yield damage
             pos = damage.end
             continue
-        yield Piece(pos, ftype, length, txn, seq)
+        yield Piece(pos, ftype, length, txn, seq, inner=tuple(Piece(*frame) for frame in inner))
         pos += length
     if data_end is not None and data_end > size:
         yield Damage(log_id, path, size, data_end - size, tail=True, missing=True,

@@ -11,6 +11,9 @@ A dropped put loses its events, except those a committed take had already remove
 delivered; only their record goes). A dropped take gives its events back to the queue: they are
 delivered again.
 
+A damaged RUN frame (a sealed run of an encrypted segment) cannot be opened: its events are lost
+with its transaction and counted (from the COMMIT), not listed one by one.
+
 PUT frames read from damaged bytes are attributed by the transaction id in their header; one whose
 header names no dropped transaction fills a missing slot of the next dropped COMMIT after it
 (a transaction's frames precede its COMMIT). What is left is reported as damaged events of an
@@ -127,6 +130,11 @@ class TxnSim:
     def frame(self, log_id: int, path: str, piece: Piece, image: Image) -> bool:
         """Apply one valid frame; True when it is a COMMIT that must be neutralised."""
         txn = piece.txn
+        if piece.type == FrameType.RUN:  # a sealed run: its PUT frames, then the run's end is the last
+            for inner in piece.inner:
+                self.frame(log_id, path, inner, image)
+            self.last[txn] = (log_id, piece.end)
+            return False
         if piece.type == FrameType.PUT:
             pointer = make_pointer(log_id, piece.offset)
             self.puts.setdefault(txn, []).append((pointer, piece.seq))
@@ -211,7 +219,7 @@ class TxnSim:
         the COMMIT may have been): otherwise the id may be a damaged header's, and its PUT frames
         are attributed by position instead (:meth:`_attribute`).
         """
-        types = {p.type for _, p in pieces}
+        types = {FrameType.PUT if p.type == FrameType.RUN else p.type for _, p in pieces}  # a run holds puts
         if FrameType.ROLLBACK in types or not types & {FrameType.PUT, FrameType.TAKE}:
             return
         if FrameType.COMMIT not in types and not any(d.tail for d, _ in pieces):

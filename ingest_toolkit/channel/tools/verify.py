@@ -249,7 +249,7 @@ class _Verifier:
                 return [Damage(log_id, path, 0, min(size, 64), f"segment header: {problem}", tail=False)]
             opener = self.keys.opener(path, bytes(image[:HEADER]))
             items = list(walk(image, size, log_id, path, data_end=meta.data_end if meta else None,
-                              authentic=opener.authentic if opener else None))
+                              opener=opener))
         if newest and meta is None:
             items = without_torn_tail(items)
         return [item for item in items if isinstance(item, Damage)]
