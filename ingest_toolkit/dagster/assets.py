@@ -107,10 +107,10 @@ def build_curated_asset(spec: ChannelSpec, settings: OrchestrationSettings,
                         partitions: dg.HourlyPartitionsDefinition | None = None, keys: ResourceKeys | None = None,
                         pool: str | None = None) -> dg.AssetsDefinition:
     """The hourly curated table; ``partitions`` default: :func:`channel_partitions` of the channel,
-    ``pool`` default ``curated-<channel>``."""
+    ``pool`` default ``curated-<channel>`` (the table's: instances of a fleet curating it share it)."""
     partitions = partitions or channel_partitions(spec, settings)
     keys = keys or ResourceKeys.of(spec.node)
-    pool = pool or curated_pool_name(spec.node)
+    pool = pool or curated_pool_name(spec.name)
 
     with warnings.catch_warnings():  # BackfillPolicy is "beta" in Dagster 1.13; single_run is what Spark wants
         warnings.simplefilter("ignore", dg.BetaWarning)

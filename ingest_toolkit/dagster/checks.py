@@ -77,8 +77,9 @@ def build_channel_checks(spec: ChannelSpec, settings: OrchestrationSettings,
     return [refcounts, referenced, drained, fresh, backlog]
 
 
-def build_data_checks(spec: ChannelSpec, settings: OrchestrationSettings,
-                      keys: ResourceKeys | None = None) -> list[dg.AssetChecksDefinition]:
+def build_data_checks(spec: ChannelSpec, settings: OrchestrationSettings, keys: ResourceKeys | None = None,
+                      curated: bool = True) -> list[dg.AssetChecksDefinition]:
+    """The landed table's checks, and the curated table's unless ``curated`` is False (no curated asset)."""
     keys = keys or ResourceKeys.of(spec.node)
     landing_spark = frozenset({keys.landing, keys.spark})
 
@@ -99,4 +100,4 @@ def build_data_checks(spec: ChannelSpec, settings: OrchestrationSettings,
         curated, spark = keys.curated_of(context), keys.spark_of(context)
         return asset_check_result(data.curated_no_duplicate_event_ids(spec, settings, curated.root, spark.session))
 
-    return [reconcile, landed_unique, curated_unique]
+    return [reconcile, landed_unique, curated_unique] if curated else [reconcile, landed_unique]

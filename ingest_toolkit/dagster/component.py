@@ -89,7 +89,8 @@ class PoolsAttributes(dg.Model):
     """Concurrency pools (their limits are the Dagster instance's: dagster.yaml)."""
 
     landing: str | None = _opt("pool of the landing asset (default landing-<channel>)")
-    curated: str | None = _opt("pool of the curated asset (default curated-<channel>)")
+    curated: str | None = _opt("pool of the curated asset (default curated-<channel>: one per curated table, "
+                               "shared by the instances of a fleet that curate the same channel)")
 
 
 class ChecksAttributes(dg.Model):
@@ -187,6 +188,7 @@ def defs_yaml(type_name: str, channel: str, agent_conf: str = "conf/agent.toml",
         line("  landing_conf: conf/landing.toml", "Spark settings and the landing defaults"),
         line("  landing_root: var/landing", f"path or URI (hdfs://, s3a://); Parquet under <root>/{channel}"),
         line(f"  curated_root: {d.curated_root}"),
+        line("  curate: true", "false: no curated table here (another instance curates it)"),
         line(f"  batches_per_run: {d.batches_per_run}", "take transactions per landing run"),
         "  partitions:",
         line(f"    start: {d.partitions_start}", 'or the first hour of your data, "2026-11-01-00:00"'),
@@ -202,7 +204,7 @@ def defs_yaml(type_name: str, channel: str, agent_conf: str = "conf/agent.toml",
         line(f"    observe_interval_seconds: {d.observe_interval_seconds}", "the channel's state, for the plots"),
         line("  pools:", "their limits: the instance's dagster.yaml"),
         line(f"    landing: {text(f'landing-{node}')}"),
-        line(f"    curated: {text(f'curated-{node}')}"),
+        line(f"    curated: {text(f'curated-{channel}')}", "one per curated table (fleet instances share it)"),
         "  checks:",
         line(f"    checkpoint_stale_factor: {d.checkpoint_stale_factor}"),
         line(f"    checkpoint_stale_when_stopped: {flag(d.checkpoint_stale_when_stopped)}"),
@@ -248,6 +250,9 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
     landing_root: Annotated[str | None, _doc(
         "where the Parquet goes, <root>/<channel> (default: landing_conf's root)")] = None
     curated_root: Annotated[str | None, _doc("where the curated tables go (default var/curated)")] = None
+    curate: Annotated[bool, _doc(
+        "build the hourly curated table, its job, sensor and check (false: in a fleet whose instances land "
+        "the same channel into one table, every instance but one)")] = True
     batches_per_run: Annotated[int | None, _doc("take transactions per landing run (default 1)")] = None
     dagster_conf: Annotated[str | None, _doc(
         "the [dagster] table of the keys left out (default <conf dir>/dagster.toml)")] = None
@@ -272,7 +277,7 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
         spec = self.channel_spec(settings, where)
         pools = self.pools or PoolsAttributes()
         options = ChannelOptions(landing_root=self.landing_root, agent=self.agent, landing_pool=pools.landing,
-                                 curated_pool=pools.curated)
+                                 curated_pool=pools.curated, curate=self.curate)
         return build_channel_definitions(spec, settings, options)
 
     def setting_values(self) -> dict[str, Any]:

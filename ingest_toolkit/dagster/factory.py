@@ -3,7 +3,8 @@
 One call per channel produces: the channel's observable source asset and its five checks, the
 landing asset and its two checks, the hourly curated asset and its check, three jobs (land,
 curate, check), the landing sensor, the curated sensor, the channel observer sensor, the drain
-schedule, and the channel's three resources (:class:`~ingest_toolkit.dagster.resources.ResourceKeys`).
+schedule (without the curated asset, its check, job and sensor when ``curate`` is off), and the
+channel's three resources (:class:`~ingest_toolkit.dagster.resources.ResourceKeys`).
 :class:`~ingest_toolkit.dagster.component.IngestChannelComponent` calls
 :func:`build_channel_definitions` for its channel; :func:`build_definitions` merges several (tests,
 and a code location that lists its channels in Python rather than in ``defs.yaml`` files).
@@ -50,7 +51,8 @@ class ChannelOptions:
     landing_root: str | None = None
     agent: str | None = None
     landing_pool: str | None = None  # default landing-<channel>
-    curated_pool: str | None = None  # default curated-<channel>
+    curated_pool: str | None = None  # default curated-<channel>: one per curated table, fleet instances share it
+    curate: bool = True  # False: no curated asset, job, sensor or check (another instance curates the table)
 
 
 def build_channel_definitions(spec: ChannelSpec, settings: OrchestrationSettings,
@@ -63,28 +65,33 @@ def build_channel_definitions(spec: ChannelSpec, settings: OrchestrationSettings
         landing_job_name(spec.node), selection=dg.AssetSelection.assets(landed_key(spec.node)),
         description=f"Land channel {spec.name} (then check the landed table).",
         tags={"ingest/channel": spec.node, "ingest/landing": spec.node})
-    curate_job = dg.define_asset_job(
-        curated_job_name(spec.node), selection=dg.AssetSelection.assets(curated_key(spec.node)),
-        description=f"Build curated hours of channel {spec.name}.",
-        tags={"ingest/channel": spec.node, "ingest/curated": spec.node})
-    checks_job = dg.define_asset_job(
-        checks_job_name(spec.node),
-        selection=dg.AssetSelection.checks_for_assets(channel_key(spec.node), landed_key(spec.node),
-                                                      curated_key(spec.node)),
-        description=f"Every on-call check of channel {spec.name} and its tables.")
-    # one start for the curated asset and its sensor
-    partitions = channel_partitions(spec, settings, options.landing_root)
     access = agent_access(settings, options)
+    tables = [channel_key(spec.node), landed_key(spec.node)]
+    assets: list[dg.AssetsDefinition | dg.SourceAsset] = [build_channel_asset(spec, settings, access),
+              build_landing_asset(spec, settings, keys, options.landing_pool or landing_pool_name(spec.node))]
+    jobs = [land_job]
+    sensors = [build_landing_sensor(spec, settings, land_job, access)]
+    if options.curate:
+        curate_job = dg.define_asset_job(
+            curated_job_name(spec.node), selection=dg.AssetSelection.assets(curated_key(spec.node)),
+            description=f"Build curated hours of channel {spec.name}.",
+            tags={"ingest/channel": spec.node, "ingest/curated": spec.node})
+        partitions = channel_partitions(spec, settings, options.landing_root)  # one start for the asset and sensor
+        # the pool is the table's (<curated_root>/<channel>): fleet instances curating one table take turns
+        assets.append(build_curated_asset(spec, settings, partitions, keys,
+                                          options.curated_pool or curated_pool_name(spec.name)))
+        tables.append(curated_key(spec.node))
+        jobs.append(curate_job)
+        sensors.append(build_curated_sensor(spec, settings, curate_job, partitions))
+    checks_job = dg.define_asset_job(
+        checks_job_name(spec.node), selection=dg.AssetSelection.checks_for_assets(*tables),
+        description=f"Every on-call check of channel {spec.name} and its tables.")
     return dg.Definitions(
-        assets=[build_channel_asset(spec, settings, access),
-                build_landing_asset(spec, settings, keys, options.landing_pool or landing_pool_name(spec.node)),
-                build_curated_asset(spec, settings, partitions, keys,
-                                    options.curated_pool or curated_pool_name(spec.node))],
-        asset_checks=[*build_channel_checks(spec, settings, keys), *build_data_checks(spec, settings, keys)],
-        jobs=[land_job, curate_job, checks_job],
-        sensors=[build_landing_sensor(spec, settings, land_job, access),
-                 build_curated_sensor(spec, settings, curate_job, partitions),
-                 build_observer_sensor(spec, settings, access)],
+        assets=assets,
+        asset_checks=[*build_channel_checks(spec, settings, keys),
+                      *build_data_checks(spec, settings, keys, curated=options.curate)],
+        jobs=[*jobs, checks_job],
+        sensors=[*sensors, build_observer_sensor(spec, settings, access)],
         schedules=[build_drain_schedule(spec, settings, land_job, access)],
         resources=resources if resources is not None else build_resources(settings, spec, options))
 

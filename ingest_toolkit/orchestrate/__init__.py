@@ -16,8 +16,9 @@ or use a session.
 * :mod:`.backlog`: when to land (:func:`evaluate_landing`, :func:`decide`) and when to drain;
 * the checks, each returning a :class:`Verdict` (passed, severity, description, metadata,
   runbook link): :mod:`.channel_checks`, :mod:`.log_presence` (channel health) and
-  :mod:`.data_checks` (reconciliation, duplicate event ids); :data:`CHECKS` lists them with the
-  severity and description docs/runbook.md gives each.
+  :mod:`.data_checks` (reconciliation, duplicate event ids); the three segment checks judge one
+  channel health document, computed here or served by the agent, in :mod:`.health_verdicts`;
+  :data:`CHECKS` lists them with the severity and description docs/runbook.md gives each.
 """
 
 from __future__ import annotations

@@ -3,21 +3,22 @@
 The agent serves every field of ``checkpoint.meta`` and the segment health the checks judge
 (:func:`~ingest_toolkit.channel.tools.health.channel_health`: the reference recount, the drained
 segments below the deletion floor, the needed segments missing or cut short), computed on its host
-by the same functions the local checks call. Each function here makes the verdict the local
-check makes from the same numbers; :mod:`.channel_checks` and :mod:`.log_presence` call them when
-their ``source`` is an :class:`~.remote.AgentState`. An agent that does not answer fails the
-check with a verdict naming its address and the cause.
+by the same function the local checks call, and the three segment checks are judged by the same
+functions as the local ones (:mod:`.health_verdicts`); :mod:`.channel_checks` and
+:mod:`.log_presence` call these when their ``source`` is an :class:`~.remote.AgentState`. An
+agent that does not answer fails the check with a verdict naming its address and the cause.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from .health_verdicts import Where, judge_drained, judge_intact, judge_recount
 from .remote import AgentState, AgentUnreachable, info_from_status
 from .settings import ChannelSpec, OrchestrationSettings
-from .verdict import TextValue, Verdict, verdict
+from .verdict import Verdict, verdict
 
-__all__ = ["judge_drained", "remote_backlog_below_capacity", "remote_checkpoint_fresh", "remote_drained_logs_deleted",
+__all__ = ["remote_backlog_below_capacity", "remote_checkpoint_fresh", "remote_drained_logs_deleted",
            "remote_referenced_logs_intact", "remote_refcounts_match_recount"]
 
 
@@ -49,99 +50,29 @@ def _health(check: str, spec: ChannelSpec, settings: OrchestrationSettings,
     return status, health
 
 
+def _where(source: AgentState) -> Where:
+    return Where(_from(source), host=source.access.address)
+
+
 def remote_refcounts_match_recount(spec: ChannelSpec, settings: OrchestrationSettings, source: AgentState) -> Verdict:
-    name = "refcounts_match_recount"
-    found = _health(name, spec, settings, source)
-    if isinstance(found, Verdict):
-        return found
-    _status_doc, health = found
-    counts = health.get("recount")
-    if counts is None:
-        return verdict(name, settings, passed=True, description="no checkpoint yet: nothing to recount",
-                       metadata=_from(source))
-    mismatches = counts["mismatches"]
-    return verdict(
-        name, settings, passed=bool(counts["ok"]),
-        description=("reference counts match a recount of the queue and open takes" if counts["ok"] else
-                     f"{len(mismatches)} log files disagree, queue_size {counts['queue_size_recorded']} vs "
-                     f"{counts['queue_size_recounted']} recounted"),
-        metadata={**_from(source), "checkpoint_id": health["checkpoint_id"],
-                  "log_files_referenced": counts["log_files_referenced"],
-                  "events_recounted": counts["events_recounted"],
-                  "queue_size_recorded": counts["queue_size_recorded"],
-                  "queue_size_recounted": counts["queue_size_recounted"], "mismatches": mismatches,
-                  "read_attempts": health.get("read_attempts", 1)})
+    found = _health("refcounts_match_recount", spec, settings, source)
+    return found if isinstance(found, Verdict) else judge_recount(settings, found[1], _where(source))
 
 
 def remote_referenced_logs_intact(spec: ChannelSpec, settings: OrchestrationSettings,
                                   source: AgentState) -> Verdict:
-    name = "referenced_logs_intact"
-    found = _health(name, spec, settings, source)
-    if isinstance(found, Verdict):
-        return found
-    _status_doc, health = found
-    if health.get("checkpoint_id") is None:
-        return verdict(name, settings, passed=True, description="no checkpoint yet: nothing is referenced",
-                       metadata=_from(source))
-    segments = health["segments"]
-    damaged: dict[str, str] = segments["damaged"]
-    metadata = {**_from(source), "checkpoint_id": TextValue(health["checkpoint_id"]),
-                "segments_needed": segments["needed"], "events_referenced": segments["events_referenced"],
-                "damaged": damaged, "events_in_damaged_segments": segments["events_in_damaged_segments"],
-                "read_attempts": health.get("read_attempts", 1)}
-    if not damaged:
-        return verdict(name, settings, passed=True, metadata=metadata, description=(
-            f"all {len(segments['needed'])} segments the checkpoint needs are on the agent's disk, whole"))
-    found_text = "; ".join(f"{path.rsplit('/', 1)[-1]} {problem}" for path, problem in sorted(damaged.items()))
-    return verdict(name, settings, passed=False, metadata=metadata, description=(
-        f"{found_text} on agent {source.access.address} ({segments['events_in_damaged_segments']:,} queued or "
-        "in-flight events point into them). Those events are lost unless the files are restored, and the channel "
-        "cannot be opened again (recovery refuses it): see the runbook"))
+    found = _health("referenced_logs_intact", spec, settings, source)
+    return found if isinstance(found, Verdict) else judge_intact(settings, found[1], _where(source))
 
 
 def remote_drained_logs_deleted(spec: ChannelSpec, settings: OrchestrationSettings, source: AgentState) -> Verdict:
-    name = "drained_logs_deleted"
-    found = _health(name, spec, settings, source)
+    found = _health("drained_logs_deleted", spec, settings, source)
     if isinstance(found, Verdict):
         return found
     status, health = found
-    drained = health.get("drained")
-    if drained is None:
-        return verdict(name, settings, passed=True, description="no checkpoint yet: deletion has not started",
-                       metadata={**_from(source), "log_files": health.get("log_files", 0)})
-    below: list[str] = drained["orphaned"]
-    age = float(drained["checkpoint_age_seconds"])
-    floor = drained["deletion_floor"]
-    metadata: dict[str, Any] = {
-        **_from(source), "checkpoint_id": health["checkpoint_id"], "deletion_floor": floor,
-        "log_files": health["log_files"], "needed": drained["needed"], "orphaned": below,
-        "drained_kept_between_needed": drained["drained_kept_between_needed"],
-        "checkpoint_age_seconds": round(age, 1), "grace_seconds": settings.drained_log_grace_seconds}
     meta = status.get("checkpoint_meta") or {}
-    return judge_drained(settings, metadata, orphaned=len(below), age=age, floor=floor,
-                         backup_dir=meta.get("backup_dir", ""), backup_id=int(meta.get("backup_checkpoint_id", 0)),
-                         checkpoint_id=int(meta.get("checkpoint_id", 0)))
-
-
-def judge_drained(settings: OrchestrationSettings, metadata: dict[str, Any], *, orphaned: int, age: float, floor: str,
-                  backup_dir: str, backup_id: int, checkpoint_id: int) -> Verdict:
-    """The verdict of ``drained_logs_deleted`` from its numbers, read locally or from the agent:
-    ``orphaned`` segments below the deletion ``floor`` fail the check once the checkpoint is older
-    than the grace, naming a failing backup copy when that is what keeps them."""
-    name = "drained_logs_deleted"
-    if orphaned and age <= settings.drained_log_grace_seconds:
-        return verdict(name, settings, passed=True, metadata=metadata, description=(
-            f"{orphaned} segments below the floor, but the checkpoint is only {age:.0f} s old: "
-            "deletion may be in progress"))
-    if orphaned and backup_dir and backup_id < checkpoint_id:
-        metadata["backup_checkpoint_id"] = backup_id
-        return verdict(name, settings, passed=False, metadata=metadata, description=(
-            f"{orphaned} drained log files below the deletion floor {floor} are kept for the backup copy "
-            f"#{backup_id or 'none'} in {backup_dir}, older than checkpoint #{checkpoint_id}: "
-            "backup copies are failing (see the agent's log); the disk fills until one succeeds"))
-    return verdict(name, settings, passed=not orphaned, metadata=metadata, description=(
-        f"{orphaned} drained log files below the deletion floor {floor} were not deleted" if orphaned
-        else f"no drained log file below the deletion floor {floor}"))
+    return judge_drained(settings, health, _where(source),
+                         backup=(meta.get("backup_dir", ""), int(meta.get("backup_checkpoint_id", 0))))
 
 
 def remote_checkpoint_fresh(spec: ChannelSpec, settings: OrchestrationSettings, source: AgentState) -> Verdict:

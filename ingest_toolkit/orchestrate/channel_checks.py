@@ -18,21 +18,21 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..channel.checkpoint import CheckpointInvalid, read_checkpoint_meta
-from ..channel.tools.common import ChannelDirs, lock_state, segments_of
-from ..channel.tools.health import LiveCheckpoint, load_live_checkpoint
-from ..channel.tools.refcounts import deletion_floor, recount
+from ..channel.tools.common import lock_state
+from ..channel.tools.health import LiveCheckpoint, channel_health, load_live_checkpoint
 from . import agent_checks
+from .health_verdicts import Where, judge_drained, judge_recount
 from .remote import AgentState, StateSource
 from .settings import ChannelSpec, OrchestrationSettings
 from .verdict import Verdict, verdict
 
 __all__ = ["LiveCheckpoint", "backlog_below_capacity", "checkpoint_fresh", "drained_logs_deleted",
-           "load_live_checkpoint", "missing_directory", "observed", "read_state", "refcounts_match_recount"]
+           "load_live_checkpoint", "local_health", "missing_directory", "observed", "read_state",
+           "refcounts_match_recount"]
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Verdict])
@@ -86,30 +86,25 @@ def read_state(check: str, spec: ChannelSpec, settings: OrchestrationSettings, r
                        metadata={**metadata, "problem": str(err)})
 
 
+def local_health(check: str, spec: ChannelSpec, settings: OrchestrationSettings, part: str,
+                 now_ns: int | None = None) -> dict[str, Any] | Verdict:
+    """The channel health document of the channel's directories with only ``part`` computed
+    (:func:`~ingest_toolkit.channel.tools.health.channel_health`, what the agent serves), or the
+    failing verdict of ``check`` when a directory is missing or the checkpoint is unreadable."""
+    return read_state(check, spec, settings, lambda checkpoint_dir: channel_health(
+        checkpoint_dir, spec.data_dirs, parts=frozenset({part}), now_ns=now_ns), checkpoint_dir=spec.checkpoint_dir)
+
+
+def _here(spec: ChannelSpec) -> Where:
+    return Where({"checkpoint_dir": spec.checkpoint_dir})
+
+
 @observed(agent_checks.remote_refcounts_match_recount)
 def refcounts_match_recount(spec: ChannelSpec, settings: OrchestrationSettings, *,
                             source: StateSource | None = None) -> Verdict:
     """``log_refcounts`` in checkpoint.meta equal an offline recount of the same checkpoint."""
-    name = "refcounts_match_recount"
-    live = read_state(name, spec, settings, load_live_checkpoint, checkpoint_dir=spec.checkpoint_dir)
-    if isinstance(live, Verdict):
-        return live
-    if live is None:
-        return verdict(name, settings, passed=True, description="no checkpoint yet: nothing to recount",
-                       metadata={"checkpoint_dir": spec.checkpoint_dir})
-    counts = recount(live.checkpoint)
-    mismatches = {f"log-{i}": {"recorded": recorded, "recounted": recounted}
-                  for i, (recorded, recounted) in counts.mismatches.items()}
-    return verdict(
-        name, settings, passed=counts.ok,
-        description=("reference counts match a recount of the queue and open takes" if counts.ok else
-                     f"{len(mismatches)} log files disagree, queue_size {counts.queue_size_recorded} vs "
-                     f"{counts.queue_size_recounted} recounted"),
-        metadata={"checkpoint_id": live.checkpoint.meta.checkpoint_id, "log_files_referenced": len(counts.recorded),
-                  "events_recounted": sum(counts.recounted.values()),
-                  "queue_size_recorded": counts.queue_size_recorded,
-                  "queue_size_recounted": counts.queue_size_recounted, "mismatches": mismatches,
-                  "read_attempts": live.attempts})
+    health = local_health("refcounts_match_recount", spec, settings, "recount")
+    return health if isinstance(health, Verdict) else judge_recount(settings, health, _here(spec))
 
 
 @observed(agent_checks.remote_drained_logs_deleted)
@@ -123,29 +118,8 @@ def drained_logs_deleted(spec: ChannelSpec, settings: OrchestrationSettings, now
     *between* needed ones is kept by design (a full replay of what remains must stay exact) and
     only reported.
     """
-    name = "drained_logs_deleted"
-    live = read_state(name, spec, settings, load_live_checkpoint)
-    if isinstance(live, Verdict):
-        return live
-    segments = segments_of(ChannelDirs.of(spec.checkpoint_dir, list(spec.data_dirs)))
-    if live is None:
-        return verdict(name, settings, passed=True, description="no checkpoint yet: deletion has not started",
-                       metadata={"log_files": len(segments)})
-    checkpoint = live.checkpoint
-    deletion = deletion_floor(checkpoint)
-    floor, needed = deletion.log_id, deletion.needed
-    below = [(i, path) for i, path in segments if i < floor and os.path.exists(path)]
-    age = ((now_ns or time.time_ns()) - checkpoint.meta.written_unix_ns) / 1e9
-    kept = [f"log-{i}" for i, _p in segments if floor <= i < checkpoint.meta.log_id and i not in needed]
-    metadata: dict[str, Any] = {
-        "checkpoint_id": checkpoint.meta.checkpoint_id, "deletion_floor": f"log-{floor}", "log_files": len(segments),
-        "needed": sorted(f"log-{i}" for i in needed), "orphaned": [path for _i, path in below],
-        "drained_kept_between_needed": kept, "checkpoint_age_seconds": round(age, 1),
-        "grace_seconds": settings.drained_log_grace_seconds}
-    meta = checkpoint.meta
-    return agent_checks.judge_drained(settings, metadata, orphaned=len(below), age=age, floor=f"log-{floor}",
-                                      backup_dir=meta.backup_dir, backup_id=meta.backup_checkpoint_id,
-                                      checkpoint_id=meta.checkpoint_id)
+    health = local_health("drained_logs_deleted", spec, settings, "drained", now_ns)
+    return health if isinstance(health, Verdict) else judge_drained(settings, health, _here(spec))
 
 
 @observed(agent_checks.remote_checkpoint_fresh)

@@ -12,7 +12,7 @@ import dagster as dg
 from ingest_toolkit.dagster.naming import channel_key, curated_key, landed_key
 from tests.fleet.harness import free_port
 
-from .test_component import _load, _names, _scaffold, project  # noqa: F401  (project: a fixture)
+from .test_component import _edit, _load, _names, _scaffold, project  # noqa: F401  (project: a fixture)
 
 
 def _fleet(project: Path) -> dict[str, str]:  # noqa: F811
@@ -36,10 +36,23 @@ def test_one_instance_per_agent_and_channel_named_after_the_agent(project: Path)
         assert {f"land_{node}", f"curate_{node}", f"check_{node}"} <= names["jobs"]
         assert {f"landing_{node}", f"spark_{node}", f"curated_{node}"} <= names["resources"]
         assert defs.get_assets_def(landed_key(node)).op.pool == f"landing-{node}"
-        assert defs.get_assets_def(curated_key(node)).op.pool == f"curated-{node}"
+        assert defs.get_assets_def(curated_key(node)).op.pool == "curated-events"  # the table's: shared
         graph = defs.resolve_asset_graph()
         assert graph.get(channel_key(node)).metadata["agent"] == address
     assert "events_landed" not in names["assets"]
+
+
+def test_with_curate_off_an_instance_leaves_the_shared_table_to_the_other(project: Path) -> None:  # noqa: F811
+    """Both aggregators land ``events`` into one table; one instance curates it: the other has no
+    curated asset, job, sensor or check (without it, the two share the table's curated pool)."""
+    _fleet(project)
+    _edit(project / "orchestration" / "defs" / "agg2_events" / "defs.yaml", curate=False)
+    names = _names(_load(project))
+    assert "agg1_events_curated" in names["assets"] and "agg2_events_curated" not in names["assets"]
+    assert {"curate_agg1_events", "land_agg2_events", "check_agg2_events"} <= names["jobs"]
+    assert "curate_agg2_events" not in names["jobs"] and "curated_sensor_agg2_events" not in names["sensors"]
+    agg2_checks = {check for check in names["checks"] if check.startswith("agg2_")}
+    assert len(agg2_checks) == 7 and not {check for check in agg2_checks if "_curated:" in check}
 
 
 def test_an_agent_that_does_not_answer_is_a_skip_naming_it(project: Path) -> None:  # noqa: F811

@@ -315,3 +315,25 @@ def test_the_runbook_link_is_relative_to_the_project_root(tmp_path: Path, monkey
     assert runbook_ref("checkpoint_fresh", setup.settings) == "docs/runbook.md#checkpoint_fresh"
     monkeypatch.chdir(tmp_path)
     assert runbook_ref("checkpoint_fresh", setup.settings) == f"{_LOCAL_RUNBOOK}#checkpoint_fresh"
+
+
+def test_a_check_computes_only_its_part_of_the_channel_health(tmp_path: Path) -> None:
+    """Each local check asks ``channel_health`` for its own part (the agent's status computes all):
+    the other parts are not computed, and an unknown part is refused by name."""
+    from ingest_toolkit.channel.tools.health import channel_health
+
+    setup = make_setup(tmp_path)
+    channel = setup.open()
+    fill(channel, events_at(50, 0, size=100))
+    channel.checkpoint()
+    dirs = (setup.spec.checkpoint_dir, setup.spec.data_dirs)
+    whole = channel_health(*dirs)
+    assert whole["recount"]["ok"] and whole["segments"]["events_referenced"] == 50 and whole["drained"] is not None
+    recount_only = channel_health(*dirs, parts=frozenset({"recount"}))
+    assert recount_only["recount"] == whole["recount"]
+    assert recount_only["segments"] is None and recount_only["drained"] is None
+    segments_only = channel_health(*dirs, parts=frozenset({"segments"}))
+    assert segments_only["segments"] == whole["segments"] and segments_only["recount"] is None
+    with pytest.raises(ValueError, match="unknown channel health parts \\['refcount'\\]"):
+        channel_health(*dirs, parts=frozenset({"refcount"}))
+    channel.close()

@@ -101,6 +101,17 @@ def test_a_segment_lost_on_the_agent_host_fails_the_remote_check(secured: tuple[
     assert not verdict.passed and verdict.metadata["events_in_damaged_segments"] == 25
     assert segment in verdict.description and agent.server.address in verdict.description
 
+    # judged from the directories, the same numbers give the same verdict: only the disk named differs
+    local_spec = ChannelSpec(name="events", checkpoint_dir=channel.config.checkpoint_dir,
+                             data_dirs=tuple(channel.config.data_dirs), capacity=1000, checkpoint_interval=30.0)
+    local = referenced_logs_intact(local_spec, SETTINGS)
+    assert not local.passed
+    for key in ("damaged", "events_in_damaged_segments", "segments_needed", "events_referenced"):
+        assert local.metadata[key] == verdict.metadata[key], key
+    assert local.description == verdict.description.replace(
+        f"on the disk of agent {agent.server.address}", "on disk")
+    assert "(25 queued or in-flight events point into it)" in local.description
+
 
 def test_the_sensor_and_the_drain_decide_on_the_agent_status(secured: tuple[Agent, Path], tmp_path: Path) -> None:
     agent, cert = secured

@@ -22,7 +22,7 @@ import time
 import uuid
 from array import array
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.json_format import MessageToDict
@@ -35,7 +35,7 @@ from ..replay import count_refs
 from .common import ChannelDirs, segments_of
 from .refcounts import deletion_floor, recount
 
-__all__ = ["LiveCheckpoint", "Need", "channel_health", "checkpoint_meta_fields", "load_live_checkpoint",
+__all__ = ["HEALTH_PARTS", "LiveCheckpoint", "Need", "channel_health", "checkpoint_meta_fields", "load_live_checkpoint",
            "needed_segments", "observe_channel", "segment_problem"]
 
 _ATTEMPTS = 5
@@ -140,24 +140,40 @@ def checkpoint_meta_fields(checkpoint_dir: str) -> dict[str, Any] | None:
     return fields
 
 
-def channel_health(checkpoint_dir: str, data_dirs: list[str] | tuple[str, ...]) -> dict[str, Any]:
+HEALTH_PARTS: Final = frozenset({"recount", "drained", "segments"})
+
+
+def channel_health(checkpoint_dir: str, data_dirs: list[str] | tuple[str, ...], *,
+                   parts: frozenset[str] = HEALTH_PARTS, now_ns: int | None = None) -> dict[str, Any]:
     """The segment health the channel checks judge, for one checkpoint (see the module doc).
 
     ``recount``: ``ok``, ``mismatches`` (``log-<id>`` -> recorded and recounted), the recorded and
     recounted queue sizes. ``drained``: the deletion floor, the segments below it that still
-    exist (``orphaned``, paths), drained segments kept between needed ones, the checkpoint's age.
-    ``segments``: every segment on disk, those the checkpoint needs, and ``damaged`` (path ->
-    ``missing`` or how it is cut short) with the events that point into them.
+    exist (``orphaned``, paths), drained segments kept between needed ones, the checkpoint's age
+    (at ``now_ns``), the backup copy's directory and checkpoint id. ``segments``: every segment
+    on disk, those the checkpoint needs, and ``damaged`` (path -> ``missing`` or how it is cut
+    short) with the events that point into them (``events_in_damaged``, per path).
+
+    ``parts``: the parts to compute (the others are None); a check computes only its own, the
+    agent's status all of them.
     """
+    unknown = parts - HEALTH_PARTS
+    if unknown:
+        raise ValueError(f"unknown channel health parts {sorted(unknown)}; known: {sorted(HEALTH_PARTS)}")
     dirs = ChannelDirs.of(checkpoint_dir, list(data_dirs))
+    damaged: dict[str, tuple[Need, str]] = {}
+    needs: dict[int, Need] = {}
     for attempt in range(1, _ATTEMPTS + 1):
         live = load_live_checkpoint(checkpoint_dir)
         present = segments_of(dirs)
         if live is None:
             return {"checkpoint_id": None, "log_files": len(present), "recount": None, "drained": None,
                     "segments": {"present": [f"log-{i}" for i, _p in present], "needed": [], "damaged": {},
-                                 "events_in_damaged_segments": 0}}
+                                 "events_in_damaged": {}, "events_in_damaged_segments": 0,
+                                 "events_referenced": 0} if "segments" in parts else None}
         checkpoint = live.checkpoint
+        if "segments" not in parts:
+            break
         needs = needed_segments(checkpoint)
         paths = dict(present)
         damaged = {}
@@ -172,30 +188,34 @@ def channel_health(checkpoint_dir: str, data_dirs: list[str] | tuple[str, ...]) 
             break
         time.sleep(0.05 * attempt)  # a newer checkpoint may have released the segment: judge that one
     assert live is not None  # the loop returned for a channel without a checkpoint
-    counts = recount(checkpoint)
-    deletion = deletion_floor(checkpoint, counts)
-    floor, needed = deletion.log_id, deletion.needed
-    return {
-        "checkpoint_id": checkpoint.meta.checkpoint_id,
-        "log_files": len(present),
-        "read_attempts": live.attempts,
-        "recount": {
+    meta = checkpoint.meta
+    health: dict[str, Any] = {"checkpoint_id": meta.checkpoint_id, "log_files": len(present),
+                              "read_attempts": live.attempts, "recount": None, "drained": None, "segments": None}
+    counts = recount(checkpoint) if parts & {"recount", "drained"} else None
+    if counts is not None and "recount" in parts:
+        health["recount"] = {
             "ok": counts.ok,
             "mismatches": {f"log-{i}": {"recorded": r, "recounted": c} for i, (r, c) in counts.mismatches.items()},
             "log_files_referenced": len(counts.recorded), "events_recounted": sum(counts.recounted.values()),
-            "queue_size_recorded": counts.queue_size_recorded, "queue_size_recounted": counts.queue_size_recounted},
-        "drained": {
+            "queue_size_recorded": counts.queue_size_recorded, "queue_size_recounted": counts.queue_size_recounted}
+    if counts is not None and "drained" in parts:
+        deletion = deletion_floor(checkpoint, counts)
+        floor, needed = deletion.log_id, deletion.needed
+        health["drained"] = {
             "deletion_floor": f"log-{floor}", "needed": sorted(f"log-{i}" for i in needed),
             "orphaned": [path for i, path in present if i < floor and os.path.exists(path)],
             "drained_kept_between_needed": [f"log-{i}" for i, _p in present
-                                            if floor <= i < checkpoint.meta.log_id and i not in needed],
-            "checkpoint_age_seconds": round((time.time_ns() - checkpoint.meta.written_unix_ns) / 1e9, 3)},
-        "segments": {
+                                            if floor <= i < meta.log_id and i not in needed],
+            "checkpoint_age_seconds": round(((now_ns or time.time_ns()) - meta.written_unix_ns) / 1e9, 3),
+            "backup_dir": meta.backup_dir, "backup_checkpoint_id": meta.backup_checkpoint_id}
+    if "segments" in parts:
+        health["segments"] = {
             "present": [f"log-{i}" for i, _p in present], "needed": sorted(f"log-{i}" for i in needs),
             "events_referenced": sum(n.events for n in needs.values()),
             "damaged": {path: problem for path, (_need, problem) in damaged.items()},
-            "events_in_damaged_segments": sum(need.events for need, _problem in damaged.values())},
-    }
+            "events_in_damaged": {path: need.events for path, (need, _problem) in damaged.items()},
+            "events_in_damaged_segments": sum(need.events for need, _problem in damaged.values())}
+    return health
 
 
 _CACHE_SECONDS = 5.0
