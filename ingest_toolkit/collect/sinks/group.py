@@ -1,23 +1,26 @@
-"""A sink group's thread: batches taken in order, put downstream, committed in take order.
+"""A sink group's thread: batches taken in order, put downstream, each committed after its ack.
 
 Up to ``pipeline`` batches are in flight at once (one *slot* each: an open take of the local
-channel, its in-flight record, its put running in the group's put threads): the next batch is
-taken and encoded while the previous ones are on the wire or being stored downstream. The rules
+channel, its in-flight record, its put running in one of the group's put threads): the next batch
+is taken and encoded while earlier ones are on the wire or being stored downstream. The rules
 that keep every batch id of :mod:`.forward` stable with several takes open:
 
-* **Takes and commits in one order.** One thread takes every batch and commits the takes oldest
-  first, each after its own ack; a later batch acknowledged first waits for the ones before it.
-  So the open takes are always the oldest batches, and their events are, in take order, what
-  the channel's recovery puts back at its head after a crash.
-* **A failure rolls back from the failed batch on, newest first.** When the oldest batch's put
-  fails, every later put is awaited (each ends before anything is rolled back), then every open
-  take from the newest down to the failed one is rolled back, so the events return to the head
-  in their original order. Each rolled-back batch keeps its record and is retaken with exactly
-  its count: the same events, the same id. A later batch that was acknowledged before the
-  rollback is stored at its sink: its record pins it there, and its redelivery is a duplicate.
+* **One thread takes, in order, and records before sending.** The group thread takes every batch
+  and writes its record (fsync'ed) before its put starts and before the next take. So every take
+  that is not committed has a record, and the records' ``take`` numbers are the order of their
+  events at the head of the channel once the takes are rolled back or recovered after a crash
+  (the recovery puts uncommitted takes back where they were; commits only remove events).
+* **Each take is committed by its put thread after its own ack** (then its record is removed), in
+  whatever order the acks come: committing removes a batch's events from wherever they are, and a
+  record left by a crash between the commit and the removal no longer matches the head.
+* **A failure drains the pipeline, then rolls back newest first.** When a put fails, every put in
+  flight is awaited (each ends before anything is rolled back; those acknowledged commit), then
+  every take still open is rolled back from the newest to the oldest, so the events return to the
+  head in their original order. Each rolled-back batch keeps its record and is retaken with
+  exactly its count: the same events, the same id, pinned as its own put left it.
 * **No new take while a batch waits to be retaken.** Rolled-back batches (and the records found
   after a restart) are retaken oldest first, before anything new. A record whose retake does not
-  match the head was committed before a restart (only commits remove events) and is dropped.
+  match the head was committed before a restart and is dropped.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import logging
 import random
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -50,7 +53,8 @@ class _Slot:
     record: InFlight
     tx: Transaction | None = None  # the open take; None: the batch waits to be (re)taken
     sink: Downstream | None = None
-    future: Future[Outcome] | None = None  # the put; done once it was answered (or failed)
+    future: Future[Outcome] | None = None  # the put (and commit); done once it was answered (or failed)
+    committed: bool = False  # the take was committed after the ack (by the put thread)
     events: int = 0  # events put (the batch less those dropped as looping)
     dropped: int = 0
     ack_seconds: float = 0.0
@@ -137,25 +141,23 @@ class SinkGroup:
         self._settle_on_stop()
 
     def step(self) -> float:
-        """Advance the pipeline: commit (or roll back from) the oldest batch once it was answered,
-        else start one batch, waiting for the oldest when ``pipeline`` batches are in flight.
-        Returns how long to wait before the next step (0: at once). With ``pipeline = 1`` a step
-        forwards one batch from take to commit."""
-        if self.slots and self.slots[0].future is not None and self.slots[0].future.done():
-            self._finish_oldest()
+        """Advance the pipeline: account for the batches whose puts ended (committed, or rolled back
+        after a failure), else start one batch, waiting for a put to end when ``pipeline`` batches
+        are in flight. Returns how long to wait before the next step (0: at once). With
+        ``pipeline = 1`` a step forwards one batch from take to commit."""
+        if any(slot.future is not None and slot.future.done() for slot in self.slots):
+            self._finish()
             return 0.0
         waiting = any(slot.tx is None for slot in self.slots)
         pause = self._start_one() if waiting or len(self.slots) < self.pipeline else 0.0
-        oldest = self.slots[0].future if self.slots else None
-        if oldest is None:
+        in_flight = [slot.future for slot in self.slots if slot.future is not None]
+        if not in_flight:
             return pause
-        full = len(self.slots) >= self.pipeline and all(slot.tx is not None for slot in self.slots)
-        if full:
-            wait([oldest])  # each put ends by its own timeout
-            self._finish_oldest()
-            return 0.0
-        if pause:
-            wait([oldest], timeout=pause)
+        if len(in_flight) >= self.pipeline:
+            wait(in_flight, return_when=FIRST_COMPLETED)  # each put ends by its own timeout
+            self._finish()
+        elif pause:
+            wait(in_flight, timeout=pause, return_when=FIRST_COMPLETED)
         return 0.0
 
     # -- starting a batch -------------------------------------------------------------------
@@ -219,20 +221,26 @@ class SinkGroup:
                         self.max_hops, self.hop_header, self.max_hops)
         slot.events, slot.sink = len(forward), sink
         record = slot.record
-        if not len(forward):  # nothing to put; the record keeps the retake order of the batches after it
-            self._records.write(record)
+        if not len(forward):  # nothing to put: committed before the next take, so it needs no record
             slot.future = Future()
-            slot.future.set_result(Outcome())
+            slot.future.set_result(self._commit(slot, Outcome()))
             return
         record.in_doubt = sink.name
         self._records.write(record)
         slot.future = self._puts.submit(self._put, slot, sink, forward, record.batch_id)
 
-    @staticmethod
-    def _put(slot: _Slot, sink: Downstream, forward: EventColumns, batch_id: str) -> Outcome:
+    def _put(self, slot: _Slot, sink: Downstream, forward: EventColumns, batch_id: str) -> Outcome:
+        """In a put thread: the put, and after its ack the commit of the take."""
         started = time.perf_counter()
         outcome = sink.put_batch(forward, batch_id)
         slot.ack_seconds = time.perf_counter() - started
+        return outcome if outcome.error is not None else self._commit(slot, outcome)
+
+    def _commit(self, slot: _Slot, outcome: Outcome) -> Outcome:
+        assert slot.tx is not None
+        slot.tx.commit()
+        slot.committed = True
+        self._records.remove(slot.record)
         return outcome
 
     def _linger(self) -> float:
@@ -265,24 +273,24 @@ class SinkGroup:
             self._counts["released_in_doubt"] += 1
 
     # -- ending a batch ---------------------------------------------------------------------
-    def _finish_oldest(self) -> None:
-        slot = self.slots[0]
-        assert slot.future is not None and slot.tx is not None
+    def _finish(self) -> None:
+        """Account for the committed batches; after a failure, drain and roll back (module doc)."""
+        done = [slot for slot in self.slots if slot.future is not None and slot.future.done()]
         try:
-            outcome = slot.future.result()
-        except BaseException:
+            failed = any(slot.future.result().error is not None for slot in done if slot.future is not None)
+        except BaseException:  # an unexpected error of a put thread (or of a commit)
             self._roll_back_all()
             raise
-        if outcome.error is not None:
+        if failed:
             self._failed()
             return
-        try:
-            slot.tx.commit()
-        except BaseException:
-            self._roll_back_all()
-            raise
-        self._records.remove(slot.record)
-        self.slots.pop(0)
+        for slot in done:
+            self._acked(slot)
+
+    def _acked(self, slot: _Slot) -> None:
+        assert slot.committed and slot.future is not None
+        outcome = slot.future.result()
+        self.slots.remove(slot)
         if slot.sink is not None and slot.events:
             slot.sink.acked(slot.events, slot.ack_seconds, outcome.duplicate)
             self.processor.succeeded(slot.sink)
@@ -291,33 +299,41 @@ class SinkGroup:
             self._counts["events"] += slot.events
             self._counts["dropped_looping"] += slot.dropped
 
-    def _roll_back_all(self) -> None:
-        """Every open take back to the head, the newest first (their order in the channel)."""
+    def _roll_back_all(self) -> dict[int, Outcome | BaseException]:
+        """Wait for every put in flight, then roll every open take back to the head, the newest
+        first; the rolled-back batches wait to be retaken. Returns how each put ended, by slot."""
         wait([slot.future for slot in self.slots if slot.future is not None])
+        ended: dict[int, Outcome | BaseException] = {}
+        for slot in self.slots:
+            if slot.future is not None:
+                error = slot.future.exception()
+                ended[id(slot)] = error if error is not None else slot.future.result()
         for slot in reversed(self.slots):
+            if slot.committed:
+                continue
             if slot.tx is not None and slot.tx.state is TxnState.OPEN:
                 slot.tx.rollback()
-            slot.tx = None
+            slot.tx = slot.future = None
+        # committed, but the put thread failed after the commit (removing the record): nothing to account
+        self.slots = [s for s in self.slots if not (s.committed and isinstance(ended.get(id(s)), BaseException))]
+        return ended
 
     def _failed(self) -> None:
-        """The oldest put failed: roll back it and every batch after it, then pin each by what its
-        own put left behind (:meth:`_settle`); each failed sink is set aside once."""
-        taken = [slot for slot in self.slots if slot.tx is not None]
-        self._roll_back_all()
+        """A put failed: drain the pipeline and roll back what is open (:meth:`_roll_back_all`),
+        then pin each failed batch by what its own put left behind (:meth:`_settle`); each failed
+        sink is set aside once. Batches acknowledged meanwhile were committed."""
+        ended = self._roll_back_all()
         failed: dict[str, Downstream] = {}
-        for slot in taken:
-            future, slot.future = slot.future, None
-            assert future is not None
-            try:
-                outcome = future.result()
-            except Exception as err:  # raised in a later put; the batch is retaken like any other
+        for slot in list(self.slots):
+            outcome = ended.get(id(slot))
+            if slot.committed:
+                self._acked(slot)
+            elif isinstance(outcome, BaseException):  # raised in a put thread; retaken like any other
                 log.error("sink group %s: put of batch %s failed unexpectedly: %s", self.name, slot.record.batch_id,
-                          err)
-                continue
-            if slot.sink is not None and slot.events:
+                          outcome)
+            elif outcome is not None and outcome.error is not None and slot.sink is not None:
                 self._settle(slot, slot.sink, outcome)
-                if outcome.error is not None:
-                    failed[slot.sink.name] = slot.sink
+                failed[slot.sink.name] = slot.sink
         for sink in failed.values():
             penalty = min(self.max_penalty, self.min_penalty * 2 ** (sink.failures - 1)) * random.uniform(0.5, 1.0)
             sink.available_at = time.monotonic() + penalty
@@ -328,14 +344,7 @@ class SinkGroup:
     def _settle(self, slot: _Slot, sink: Downstream, outcome: Outcome) -> None:
         """Update a rolled-back batch's record by its put's outcome at ``sink``."""
         record, err = slot.record, outcome.error
-        if err is None:  # stored there (or a duplicate there): its redelivery must go there too
-            if not record.maybe_stored:
-                record.maybe_stored = True
-                self._records.write(record)
-            log.info("sink group %s: batch %s was acknowledged by %s but is retaken behind an earlier batch that "
-                     "failed; it goes to %s again, which holds its id", self.name, record.batch_id, sink.name,
-                     sink.name)
-            return
+        assert err is not None
         sink.failed(err, outcome.in_doubt)
         if outcome.in_doubt and not record.maybe_stored:
             record.maybe_stored = True  # durable: a restart keeps the batch with this sink
@@ -352,17 +361,12 @@ class SinkGroup:
                     " in doubt (retried there only)" if pinned else "", err)
 
     def _settle_on_stop(self) -> None:
-        """The group stops: commit the oldest batches already acknowledged, roll the rest back (their
-        records stay: a restart retakes them with their ids)."""
+        """The group stops: the puts in flight end (those acknowledged commit), the other takes are
+        rolled back (their records stay: a restart retakes them with their ids)."""
         try:
-            while self.slots and self.slots[0].future is not None:
-                future = self.slots[0].future
-                wait([future])
-                outcome = future.result()
-                if outcome.error is not None:
-                    break
-                self._finish_oldest()
             self._roll_back_all()
+            for slot in [s for s in self.slots if s.committed]:
+                self._acked(slot)
         except Exception as err:
             log.warning("sink group %s: batches in flight at the stop are rolled back by the channel's close (%s)",
                         self.name, err)
