@@ -101,6 +101,8 @@ def test_events_and_headers_pass_through_with_one_hop(tmp_path: Path, aggregator
         wait_for(lambda: len(agg.channels["events"]) == 500, what="500 events at the aggregator")
         channel_status = agg.status()["channels"]["events"]  # what admin /status serves
         assert channel_status["checkpoint_meta"]["checkpoint_id"] >= 1 and channel_status["segments"]["recount"]["ok"]
+        # the edge counts a batch after its own commit, which follows the aggregator's
+        wait_for(lambda: edge.status()["sinks"]["up"]["events"] == 500, what="the edge to count 500 events")
         status = edge.status()["sinks"]["up"]
         assert status["events"] == 500 and status["sinks"]["up"]["events"] == 500
         assert "ingest_sink_events_total{sink=\"up\",group=\"up\"} 500" in edge.metrics_text()

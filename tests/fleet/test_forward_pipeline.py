@@ -186,7 +186,8 @@ def test_an_edge_killed_with_several_batches_in_flight_resends_each_under_its_re
     edge = FleetSetup(tmp_path / "edge", name="edge", grpc_port=free_port(), extra=forward_sink(
         "up", agg.address, batch_size=150, linger=0.0, timeout=60, extra="pipeline = 3\n"))
     agg_proc, edge_proc = AgentProcess(agg).wait_ready(60), AgentProcess(edge).wait_ready(60)
-    expected = [f"k{b}-{i}" for b in range(11) for i in range(100)]
+    sizes = [100] + [150] * 9
+    expected = [f"k10-{i}" for i in range(100)] + [f"k{b}-{i}" for b, n in enumerate(sizes) for i in range(n)]
     try:
         with AgentClient(edge.address, timeout=10) as client:
             client.put([Event(f"k10-{i}".encode()) for i in range(100)], channel="events", batch_id="p10")
@@ -195,9 +196,10 @@ def test_an_edge_killed_with_several_batches_in_flight_resends_each_under_its_re
         os.kill(agg_proc.proc.pid, signal.SIGSTOP)  # puts reach the aggregator and wait there
         state = edge.root / "state" / "sinks" / "up"
         with AgentClient(edge.address, timeout=10) as client:
-            for b in range(10):
-                client.put([Event(f"k{b}-{i}".encode()) for i in range(100)], channel="events", batch_id=f"p{b}")
-                if b < 3:  # each in-flight batch holds 100 events: a fresh take of batch_size (150) differs
+            for b in range(10):  # the first in-flight batch holds 100 events: a fresh take (150) would differ
+                client.put([Event(f"k{b}-{i}".encode()) for i in range(sizes[b])], channel="events",
+                           batch_id=f"p{b}")
+                if b < 3:
                     wait_for(lambda b=b: len(list(state.glob("inflight-*.json"))) == b + 1,
                              what=f"{b + 1} batches in flight")
         records = [json.loads(p.read_text()) for p in sorted(state.glob("inflight-*.json"))]
@@ -207,7 +209,7 @@ def test_an_edge_killed_with_several_batches_in_flight_resends_each_under_its_re
         assert all(r["in_doubt"] == "up" for r in records)
         edge_proc = AgentProcess(edge).wait_ready(60)
         with AgentClient(agg.address, timeout=10) as client:
-            wait_for(lambda: int(client.status("events")["queue_size"]) >= 1100, what="every event downstream")
+            wait_for(lambda: int(client.status("events")["queue_size"]) >= len(expected), what="every event downstream")
         wait_for(lambda: not list(state.glob("inflight-*.json")), what="the records to be cleared")
     finally:
         os.kill(agg_proc.proc.pid, signal.SIGCONT)
@@ -217,3 +219,31 @@ def test_an_edge_killed_with_several_batches_in_flight_resends_each_under_its_re
     assert sorted(held) == sorted(expected) and max(held.values()) == 1
     with FileChannel(**agg.channel_settings()) as channel:  # each in-doubt batch was stored under its recorded id
         assert all(channel.find_tag(r["batch_id"]) is not None for r in records)
+
+
+@pytest.mark.parametrize("size", [5, 300])  # below and above the vectorized take's shortest run
+def test_the_sink_take_gives_the_events_of_take_columns(tmp_path: Path, size: int) -> None:
+    from ingest_toolkit.collect.sinks.group import take_batch
+
+    channel = _channel(tmp_path / "edge")
+    events = [Event(f"t{i}".encode() * (i % 7), {} if i % 3 else {"ingest.hops": str(i % 4), "k": f"v{i}"})
+              for i in range(size)]
+    with channel.transaction() as tx:
+        tx.put_many(events)
+    with channel.transaction() as tx:
+        expected = tx.take_columns(size)
+        tx.rollback()
+    with channel.transaction() as tx:
+        got = take_batch(tx, size)
+        tx.rollback()
+    assert got == expected
+    with channel.transaction() as tx:  # header-less events: no header columns at all
+        tx.take(size)
+    _put(channel, [f"b{i}" for i in range(size)])
+    with channel.transaction() as tx:
+        expected = tx.take_columns(size)
+        tx.rollback()
+    with channel.transaction() as tx:
+        got = take_batch(tx, size)
+    assert got.bodies == expected.bodies and got.seqs == expected.seqs and not got.header_keys
+    channel.close()

@@ -81,7 +81,7 @@ MIN_PART = 500  # events: a batch is put in parts only when every part holds at 
 # gRPC's own reconnect backoff grows to 2 minutes: a downstream agent that is back would wait that
 # long for its first batch. The group's penalties space the attempts; gRPC only has to reconnect.
 RECONNECT_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
-                     ("grpc.max_reconnect_backoff_ms", 1000))
+                     ("grpc.max_reconnect_backoff_ms", 250))
 
 
 def forward_batch_id(channel_id: bytes, first_seq: int, count: int) -> str:

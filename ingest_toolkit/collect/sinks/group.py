@@ -34,6 +34,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ...channel import EventColumns, FileChannel, Transaction, TxnState
 from .forward import Downstream, Outcome, add_hop, forward_batch_id
 from .inflight import InFlight, Records
@@ -44,6 +46,29 @@ __all__ = ["SinkGroup"]
 log = logging.getLogger("ingest_toolkit.collect.sinks")
 
 IDLE_POLL = 0.01  # seconds between looks at an empty channel
+
+
+def take_batch(tx: Transaction, n: int) -> EventColumns:
+    """``tx.take_columns(n)``, the same events, in half the time for batches of hundreds of events:
+    the vectorized take (``take_arrow``, no Python object per event), then one list per column."""
+    arrow = tx.take_arrow(n)
+    bodies: list[bytes] = []
+    seqs: list[int] = []
+    for chunk in arrow.bodies.chunks:
+        bodies += chunk.to_pylist()
+    for chunk in arrow.seqs.chunks:
+        seqs += chunk.to_numpy().tolist()
+    if not arrow.has_headers():
+        return EventColumns(bodies, seqs)
+    counts: list[int] = []
+    keys: list[str] = []
+    values: list[str] = []
+    for chunk in arrow.headers.chunks:  # map<string, string>: offsets into its flattened keys and items
+        offsets = chunk.offsets.to_numpy()
+        counts += np.diff(offsets).tolist()
+        keys += chunk.keys[offsets[0]:offsets[-1]].to_pylist()
+        values += chunk.items[offsets[0]:offsets[-1]].to_pylist()
+    return EventColumns(bodies, seqs, counts, keys, values)
 
 
 @dataclass(eq=False)
@@ -177,7 +202,7 @@ class SinkGroup:
             return min(max(pause, IDLE_POLL), 1.0)
         tx = self.channel.transaction(pipelined=True)
         try:
-            columns = tx.take_columns(slot.record.count if slot else self.batch_size)
+            columns = take_batch(tx, slot.record.count if slot else self.batch_size)
             if slot is None and not len(columns):
                 tx.rollback()
                 return IDLE_POLL
@@ -244,6 +269,10 @@ class SinkGroup:
         return outcome
 
     def _linger(self) -> float:
+        """0 when a new batch is due: ``batch_size`` events are queued, or some are and the oldest
+        has waited ``linger`` seconds with no put in flight. While a put is in flight a partial
+        batch keeps growing (the step wakes when that put ends): otherwise a steady stream would go
+        out in batches of one linger's worth, each paying a record and a commit."""
         queued = len(self.channel)
         if not queued:
             self._first_seen = None
@@ -251,7 +280,11 @@ class SinkGroup:
         now = time.monotonic()
         if self._first_seen is None:
             self._first_seen = now
-        if queued < self.batch_size and now - self._first_seen < self.linger:
+        if queued >= self.batch_size:
+            return 0.0
+        if any(slot.future is not None for slot in self.slots):
+            return IDLE_POLL
+        if now - self._first_seen < self.linger:
             return min(IDLE_POLL, self.linger - (now - self._first_seen))
         return 0.0
 
