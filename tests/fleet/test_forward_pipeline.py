@@ -247,3 +247,35 @@ def test_the_sink_take_gives_the_events_of_take_columns(tmp_path: Path, size: in
         got = take_batch(tx, size)
     assert got.bodies == expected.bodies and got.seqs == expected.seqs and not got.header_keys
     channel.close()
+
+
+def test_a_partial_batch_grows_while_a_put_is_in_flight_and_a_full_one_goes_at_once(tmp_path: Path) -> None:
+    from ingest_toolkit.rpc.client import PutAck
+
+    channel = _channel(tmp_path / "edge")
+    sink = Downstream("agg", ForwardSinkSettings(type="forward", channel="events", address="127.0.0.1:9",
+                                                 downstream_channel="events", batch_size=50, linger=0, pipeline=3))
+    group = SinkGroup("g", channel, [sink], Failover({}, ["agg"]), tmp_path / "state", min_penalty=0.01,
+                      max_penalty=0.02)
+    release, sizes = threading.Event(), []
+
+    def put(columns: EventColumns, batch_id: str) -> PutAck:
+        sizes.append(len(columns))
+        assert release.wait(10)
+        return PutAck(len(columns), False, ("events",))
+
+    sink.put = put  # type: ignore[method-assign]
+    _put(channel, [f"a{i}" for i in range(10)])
+    group.step()  # nothing in flight: the partial batch goes (linger 0)
+    for n in range(3):
+        _put(channel, [f"b{n}-{i}" for i in range(10)])
+        group.step()
+    assert len(group.slots) == 1 and len(channel) == 30  # the next batch waits to fill up
+    _put(channel, [f"c{i}" for i in range(20)])
+    group.step()  # a full batch is due at once, in flight or not
+    assert len(group.slots) == 2 and len(channel) == 0
+    release.set()
+    _forward_all(channel, group)
+    assert sizes == [10, 50] and group.stats()["events"] == 60
+    group.stop()
+    channel.close()
