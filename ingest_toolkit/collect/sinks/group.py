@@ -75,11 +75,15 @@ def take_batch(tx: Transaction, n: int) -> EventColumns:
 
 @functools.cache
 def _arrow_available() -> bool:
+    """Whether the Arrow take can be used; the first call imports and warms up Arrow (about a
+    second), which the group does when it is built, not on its first batch."""
     try:
-        import numpy  # noqa: F401
-        import pyarrow  # noqa: F401
+        import pyarrow as pa
+
+        from ...channel import columnar  # noqa: F401  (numpy, and the vectorized reader)
     except ImportError:
         return False
+    pa.array([b"x"]).take(pa.array([0]))  # Arrow's compute functions register on their first use
     return True
 
 
@@ -115,6 +119,7 @@ class SinkGroup:
         self.slots = [_Slot(record) for record in self._records.load()]  # take order
         self._next_take = max((s.record.take for s in self.slots), default=-1) + 1
         self._puts = ThreadPoolExecutor(self.pipeline, thread_name_prefix=f"sink-group-{name}")
+        _arrow_available()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._first_seen: float | None = None
