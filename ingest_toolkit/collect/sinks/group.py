@@ -96,6 +96,7 @@ class _Slot:
     sink: Downstream | None = None
     future: Future[Outcome] | None = None  # the put (and commit); done once it was answered (or failed)
     committed: bool = False  # the take was committed after the ack (by the put thread)
+    recorded: bool = False  # its record file is written as it is now
     events: int = 0  # events put (the batch less those dropped as looping)
     dropped: int = 0
     ack_seconds: float = 0.0
@@ -116,7 +117,7 @@ class SinkGroup:
         self.min_penalty, self.max_penalty = min_penalty, max_penalty
         self.release_in_doubt_after = release_in_doubt_after
         self._records = Records(state_dir, name)
-        self.slots = [_Slot(record) for record in self._records.load()]  # take order
+        self.slots = [_Slot(record, recorded=True) for record in self._records.load()]  # take order
         self._next_take = max((s.record.take for s in self.slots), default=-1) + 1
         self._puts = ThreadPoolExecutor(self.pipeline, thread_name_prefix=f"sink-group-{name}")
         _arrow_available()
@@ -267,8 +268,10 @@ class SinkGroup:
             slot.future = Future()
             slot.future.set_result(self._commit(slot, Outcome()))
             return
-        record.in_doubt = sink.name
-        self._records.write(record)
+        if record.in_doubt != sink.name or not slot.recorded:
+            record.in_doubt = sink.name  # durable before the request can reach the sink
+            self._records.write(record)
+            slot.recorded = True
         slot.future = self._puts.submit(self._put, slot, sink, forward, record.batch_id)
 
     def _put(self, slot: _Slot, sink: Downstream, forward: EventColumns, batch_id: str) -> Outcome:
