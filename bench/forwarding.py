@@ -126,11 +126,13 @@ def queued(address: str) -> int:
 
 
 PARALLEL = 1
+PIPELINE = 2
 
 
 def sink_conf(address: str, batch: int) -> str:
     return (f'[sinks.up]\ntype = "forward"\nchannel = "events"\naddress = "{address}"\n'
             f'downstream_channel = "events"\nbatch_size = {batch}\nlinger = 0.005\nparallel_puts = {PARALLEL}\n'
+            f'pipeline = {PIPELINE}\n'
             '[sink_groups.g]\nsinks = ["up"]\nmin_penalty = 0.02\nmax_penalty = 0.05\n')
 
 
@@ -234,16 +236,18 @@ def main() -> None:
     parser.add_argument("--latency-batch", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--parallel", type=int, default=2, help="the forward sink's parallel_puts")
+    parser.add_argument("--pipeline", type=int, default=2, help="the forward sink's pipeline (batches in flight)")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    global PARALLEL
-    PARALLEL = args.parallel
+    global PARALLEL, PIPELINE
+    PARALLEL, PIPELINE = args.parallel, args.pipeline
     if args.quick:
         args.events, args.repeats, args.seconds = 40_000, 1, 3.0
     root = Path(tempfile.mkdtemp(prefix="bench-forwarding-"))
     print(f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs; "
           f"{args.events} events of {args.event_size} B, producer batches of {args.batch}, {args.clients} clients, "
-          f"sink batches of {args.sink_batch} in {args.parallel} parallel parts, fsync per commit on both agents")
+          f"sink batches of {args.sink_batch} in {args.parallel} parallel parts, {args.pipeline} in flight, fsync per "
+          "commit on both agents")
     try:
         rows = []
         for repeat in range(args.repeats):

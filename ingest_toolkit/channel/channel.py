@@ -138,27 +138,34 @@ class FileChannel:
                               segment_key=self.sealer.segment_key if self.sealer is not None else None)
 
     # -- public API -----------------------------------------------------------------------
-    def transaction(self, tag: str | None = None) -> Transaction:
+    def transaction(self, tag: str | None = None, *, pipelined: bool = False) -> Transaction:
         """Begin a transaction for the calling thread.
 
         ``tag`` (puts only; a non-empty str of at most 128 bytes UTF-8, else InvalidTagError) is
         a client batch id written into the COMMIT frame: once the commit returns, ``find_tag``
         answers it (docs/channel.md, "Commit tags"). A take in a tagged transaction raises
         TransactionError; a tagged transaction that puts nothing commits nothing and records no tag.
+
+        ``pipelined``: a take that may stay open beside other pipelined takes of the same thread
+        (a consumer with several batches in flight). Its events go back to the head on rollback,
+        so such takes are rolled back newest first: a rollback while a pipelined take popped after
+        it is still open raises TransactionError (it would put the older events behind the newer).
         """
         if tag is not None:
             check_tag(tag)
         current: Transaction | None = getattr(self._local, "tx", None)
-        if current is not None and current.state is TxnState.OPEN:
+        if not pipelined and current is not None and current.state is TxnState.OPEN:
             raise TransactionError(
                 f"this thread already has open transaction {current.txn_id}; commit or roll it "
                 "back first (one transaction per thread)")
         with self._cond:
             self._check_usable()
             tx = Transaction(self, self._next_txn, tag)
+            tx.pipelined = pipelined
             self._next_txn += 1
             self._open[tx.txn_id] = tx
-        self._local.tx = tx
+        if not pipelined:
+            self._local.tx = tx
         return tx
 
     def find_tag(self, tag: str) -> TagRecord | None:
@@ -249,9 +256,19 @@ class FileChannel:
     def _seal_for_close(self) -> None:
         with self._cond:
             self._log.wait_idle()
-            for tx in list(self._open.values()):
-                if tx.state is TxnState.OPEN:
+            # Open takes go back chunk by chunk, the last popped first, so the queue is in its
+            # original order whatever order they were begun or rolled back in (as a checkpoint
+            # restores them); rolling them back one by one would put an older take's events
+            # behind a newer one's.
+            open_txns = sorted(self._open.values(), key=lambda t: t.txn_id)
+            for _txn, pointers in reversed(take_chunks(open_txns)):
+                self._queue.extendleft(pointers)
+            for tx in open_txns:
+                if tx.kind is TxnKind.TAKE:
+                    self._finish(tx, TxnState.ROLLED_BACK)
+                elif tx.state is TxnState.OPEN:
                     self._rollback_locked(tx)
+            self._cond.notify_all()
             self._log.seal_for_close()
 
     def __enter__(self) -> FileChannel:
@@ -401,6 +418,8 @@ class FileChannel:
         if tx.state is not TxnState.OPEN:
             return
         if tx.kind is TxnKind.TAKE:
+            if tx.pipelined and tx.take_chunks:
+                self._check_newest_take(tx)
             self._queue.extendleft(tx.taken)  # back at the head, original order
         else:
             self._used -= tx.count
@@ -409,6 +428,15 @@ class FileChannel:
                 self._log.write_rollback(tx.txn_id, frame)
         self._finish(tx, TxnState.ROLLED_BACK)
         self._cond.notify_all()
+
+    def _check_newest_take(self, tx: Transaction) -> None:
+        first = tx.take_chunks[0][0]
+        later = [t.txn_id for t in self._open.values() if t is not tx and t.pipelined and t.kind is TxnKind.TAKE
+                 and t.take_chunks and t.take_chunks[-1][0] > first]
+        if later:
+            raise TransactionError(
+                f"take {tx.txn_id} cannot roll back before take(s) {', '.join(map(str, sorted(later)))} popped after "
+                "it: its events would return behind theirs; roll back pipelined takes newest first")
 
     def _finish(self, tx: Transaction, state: TxnState) -> None:
         tx.state = state

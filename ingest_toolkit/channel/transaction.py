@@ -117,6 +117,7 @@ class Transaction:
         self.taken: list[int] = []  # pointers this transaction took
         self.take_chunks: list[tuple[int, int]] = []  # (channel-wide pop order, index in taken)
         self.appended = False  # the COMMIT frame reached the log
+        self.pipelined = False  # may stay open beside other takes of its thread (FileChannel.transaction)
 
     # -- puts -----------------------------------------------------------------------------
     def put(self, event: Event) -> int:
@@ -224,6 +225,7 @@ class Transaction:
             self._channel.txn_commit(self)
         except BaseException:
             if self.state is TxnState.OPEN:
+                self.pipelined = False  # the commit's own error is the one to raise, not the rollback order's
                 self._channel.txn_rollback(self)
             raise
 

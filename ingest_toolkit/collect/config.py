@@ -285,10 +285,10 @@ def _check_sinks(core: _Core, sinks: Mapping[str, ForwardSinkSettings], groups: 
                 problems.append((f"sink_groups.{name}.sinks", f"sink {member} is also in group {owner[member]}"))
             owner.setdefault(member, name)
         members = [sinks[s] for s in group.sinks if s in sinks]
-        shapes = {(m.channel, m.batch_size, m.linger, m.hop_header, m.max_hops) for m in members}
+        shapes = {(m.channel, m.batch_size, m.linger, m.pipeline, m.hop_header, m.max_hops) for m in members}
         if len(shapes) > 1:
             problems.append((f"sink_groups.{name}.sinks", "the sinks of a group must have the same channel, "
-                             "batch_size, linger, hop_header and max_hops (the group takes the batches)"))
+                             "batch_size, linger, pipeline, hop_header and max_hops (the group takes the batches)"))
     consumers: dict[str, str] = {}
     for name, sink in sinks.items():
         group_name = owner.get(name, name)

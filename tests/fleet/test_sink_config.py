@@ -24,6 +24,9 @@ B = forward_sink("b", "127.0.0.1:2")
     (A + B, "sinks.b.channel", "already emptied by sink group a"),
     (A + forward_sink("b", "127.0.0.1:2", batch_size=7) + '[sink_groups.g]\nsinks = ["a", "b"]\n',
      "sink_groups.g.sinks", "same channel, batch_size"),
+    (A + forward_sink("b", "127.0.0.1:2", extra="pipeline = 3\n") + '[sink_groups.g]\nsinks = ["a", "b"]\n',
+     "sink_groups.g.sinks", "pipeline"),
+    (forward_sink("a", "127.0.0.1:1", extra="pipeline = 0\n"), "sinks.a.pipeline", "must be > 0"),
     (A + '[sink_groups.g]\nsinks = ["a"]\npriorities = { b = 1 }\n', "sink_groups.g", "not in this group"),
     (forward_sink("a", "127.0.0.1:1", extra='tls_cert = "c.pem"\n'), "sinks.a", "tls_cert and tls_key"),
 ])

@@ -10,7 +10,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ...channel import FileChannel
-from .forward import Downstream, InFlight, Outcome, SinkGroup, add_hop, forward_batch_id, split_parts
+from .forward import Downstream, Outcome, add_hop, forward_batch_id, split_parts
+from .group import SinkGroup
+from .inflight import InFlight
 from .processors import Failover, LoadBalance, build_processor
 from .settings import DEFAULT_HOP_HEADER, ForwardSinkSettings, SinkGroupSettings
 

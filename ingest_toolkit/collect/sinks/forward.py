@@ -1,10 +1,13 @@
 """Forwarding: a take transaction on the local channel, an idempotent put on the downstream agent.
 
-One :class:`SinkGroup` thread per group: it takes a batch from the group's channel (up to
-``batch_size`` events, or fewer once the oldest has waited ``linger`` seconds), hands it to the
+One :class:`~.group.SinkGroup` thread per group: it takes a batch from the group's channel (up
+to ``batch_size`` events, or fewer once the oldest has waited ``linger`` seconds), hands it to the
 sink its processor picks (:mod:`.processors`), puts it downstream with a batch id, and commits the
 local take only after the downstream ack. A failure rolls the take back (the events return to the
-head of the queue, in order) and sets the sink aside for a growing, jittered penalty.
+head of the queue, in order) and sets the sink aside for a growing, jittered penalty. Up to
+``pipeline`` batches are in flight at once, each with its own take and in-flight record; takes
+are committed in take order and rolled back newest first (:mod:`.group` says why the rules below
+hold for each of them).
 
 **The batch id** is ``fwd:<channel id>:<first seq>+<count>``: the local channel's identity, the
 sequence number of the batch's first event and the number of events taken. Why it is the same on
@@ -15,9 +18,10 @@ every redelivery of a batch, and never the id of a different batch:
 * A redelivery must hold the same events, not just start with the same one: after a rollback
   more events may be queued, and a take of ``batch_size`` would return a longer batch under the
   same first seq. So before the first put of a batch the group writes (atomically, fsync'ed) an
-  *in-flight record* ``{batch_id, first_seq, last_seq, count, in_doubt}`` to its state directory,
-  and takes exactly ``count`` events while a record exists. A rolled-back take returns its events
-  to the head in order, so the retake is the same events: same first seq, same count, same id.
+  *in-flight record* ``{batch_id, first_seq, last_seq, count, in_doubt, maybe_stored, take}`` to
+  its state directory (:mod:`.inflight`), and retakes exactly ``count`` events for it. A
+  rolled-back take returns its events to the head in order, so the retake is the same events:
+  same first seq, same count, same id.
 * A crash of the edge (at any point) leaves the record: the channel's recovery puts the taken
   events back at the head, and the restarted group retakes exactly ``count`` of them. If the
   head no longer starts with ``first_seq`` (or has a different ``last_seq``), the recorded batch
@@ -54,37 +58,30 @@ take events of a recorded batch, and the retake would not be the same events.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-from ...channel import EventColumns, FileChannel, TxnState
-from ...channel.fs import OsFileSystem, write_atomic
+from ...channel import EventColumns
 from ...errors import ConfigError, IngestError
 from ...rpc.client import AgentClient, PutAck
 from ...rpc.errors import AgentUnavailableError, RequestTooLargeError
 from ..metrics import Histogram
-from .processors import Processor
 from .settings import ForwardSinkSettings
 
-__all__ = ["Downstream", "InFlight", "Outcome", "SinkGroup", "add_hop", "forward_batch_id", "split_parts"]
+__all__ = ["Downstream", "Outcome", "add_hop", "forward_batch_id", "split_parts"]
 
 log = logging.getLogger("ingest_toolkit.collect.sinks")
 
-IDLE_POLL = 0.01  # seconds between looks at an empty channel
 MIN_PART = 500  # events: a batch is put in parts only when every part holds at least this many
 # gRPC's own reconnect backoff grows to 2 minutes: a downstream agent that is back would wait that
 # long for its first batch. The group's penalties space the attempts; gRPC only has to reconnect.
 RECONNECT_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
-                     ("grpc.max_reconnect_backoff_ms", 1000))
-RECORD = "inflight.json"
+                     ("grpc.max_reconnect_backoff_ms", 250))
 
 
 def forward_batch_id(channel_id: bytes, first_seq: int, count: int) -> str:
@@ -164,24 +161,6 @@ class Outcome:
     answered: bool = False  # the downstream agent itself refused: it holds no part of the batch
 
 
-@dataclass
-class InFlight:
-    """The batch being forwarded (see the module doc); ``in_doubt``: the sink it is pinned to;
-    ``maybe_stored``: a put of it to that sink may have been stored there (a put that failed in
-    doubt, or one in flight when the edge stopped): only that sink's answer unpins it then."""
-
-    batch_id: str
-    first_seq: int
-    last_seq: int
-    count: int
-    in_doubt: str | None = None
-    maybe_stored: bool = False
-
-    def matches(self, columns: EventColumns) -> bool:
-        return (len(columns) == self.count and columns.seqs[0] == self.first_seq
-                and columns.seqs[-1] == self.last_seq)
-
-
 class Downstream:
     """One forward sink: the client of its downstream agent, its counters and its penalty."""
 
@@ -218,9 +197,12 @@ class Downstream:
                 return Outcome(duplicate=self.put(columns, batch_id).duplicate)
             except IngestError as err:
                 return Outcome(error=err, in_doubt=not self.definitive(err), answered=self.answered(err))
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.settings.parallel_puts, thread_name_prefix=f"sink-{self.name}")
-        futures = [self._pool.submit(self.put, part, f"{batch_id}/{i}") for i, part in enumerate(parts)]
+        with self._lock:
+            if self._pool is None:  # parts of the batches in flight at once
+                self._pool = ThreadPoolExecutor(self.settings.parallel_puts * self.settings.pipeline,
+                                                thread_name_prefix=f"sink-{self.name}")
+            pool = self._pool
+        futures = [pool.submit(self.put, part, f"{batch_id}/{i}") for i, part in enumerate(parts)]
         wait(futures)  # every part ends before the batch is retried or rolled back
         errors = [f.exception() for f in futures if f.exception() is not None]
         if errors:
@@ -285,208 +267,3 @@ class Downstream:
         self.client.close()
 
 
-class SinkGroup:
-    """The thread that empties ``channel`` through ``sinks`` (see the module doc)."""
-
-    def __init__(self, name: str, channel: FileChannel, sinks: list[Downstream], processor: Processor,
-                 state_dir: Path, *, min_penalty: float, max_penalty: float,
-                 release_in_doubt_after: float = 0.0) -> None:
-        first = sinks[0].settings
-        self.name, self.channel, self.sinks, self.processor = name, channel, sinks, processor
-        self.batch_size, self.linger = first.batch_size, first.linger
-        self.hop_header, self.max_hops = first.hop_header, first.max_hops
-        self.min_penalty, self.max_penalty = min_penalty, max_penalty
-        self.release_in_doubt_after = release_in_doubt_after
-        self._pinned_since: float | None = None  # time.monotonic() of the first in-doubt failure of the batch
-        self._released_from: str | None = None  # the sink a released batch was in doubt at: tried last
-        self._record_path = state_dir / RECORD
-        self._fs = OsFileSystem()
-        self.inflight = self._load_record()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._first_seen: float | None = None
-        self._lock = threading.Lock()
-        self._counts = {"batches": 0, "events": 0, "dropped_looping": 0, "errors": 0, "released_in_doubt": 0}
-        self.error = ""
-
-    # -- life cycle -------------------------------------------------------------------------
-    def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name=f"sink-group-{self.name}", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                log.warning("sink group %s did not stop within %.1fs (a put is still waiting for its answer); "
-                            "its take is rolled back when the channel closes", self.name, timeout)
-            self._thread = None
-        for sink in self.sinks:
-            sink.close()
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def stats(self) -> dict[str, Any]:
-        with self._lock:
-            counts = dict(self._counts)
-        inflight = self.inflight
-        return {**counts, "running": self.running, "processor": self.processor.kind,
-                "channel": self.channel_name, "inflight": asdict(inflight) if inflight else None,
-                "sinks": {sink.name: sink.stats() for sink in self.sinks}}
-
-    @property
-    def channel_name(self) -> str:
-        return self.sinks[0].settings.channel
-
-    # -- the loop ---------------------------------------------------------------------------
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                pause = self.step()
-            except Exception as err:
-                with self._lock:
-                    self._counts["errors"] += 1
-                self.error = f"{type(err).__name__}: {err}"
-                log.exception("sink group %s: unexpected error; retrying in 1s", self.name)
-                pause = 1.0
-            if pause and self._stop.wait(pause):
-                return
-
-    def step(self) -> float:
-        """Forward at most one batch; returns how long to wait before the next step (0: at once)."""
-        inflight = self.inflight
-        if inflight is None:
-            wait = self._linger()
-            if wait:
-                return wait
-        elif inflight.in_doubt is not None:
-            self._maybe_release(inflight)
-        candidates = [s for s in self.sinks if s.name != self._released_from] or self.sinks
-        sink, wait = self.processor.pick(candidates, inflight.in_doubt if inflight else None)
-        if sink is None:
-            return min(max(wait, IDLE_POLL), 1.0)
-        tx = self.channel.transaction()
-        try:
-            return self._forward(tx, sink, inflight)
-        finally:
-            if tx.state is TxnState.OPEN:
-                tx.rollback()
-
-    def _maybe_release(self, inflight: InFlight) -> None:
-        """Unpin a batch in doubt once ``release_in_doubt_after`` has passed (0: never)."""
-        now = time.monotonic()
-        if self._pinned_since is None:
-            self._pinned_since = now  # pinned before a restart: the clock starts now
-        if not self.release_in_doubt_after or now - self._pinned_since < self.release_in_doubt_after:
-            return
-        log.warning("sink group %s: batch %s has been in doubt at sink %s for %.0fs (release_in_doubt_after); any "
-                    "sink may take it now, and it is stored twice if %s had stored it", self.name, inflight.batch_id,
-                    inflight.in_doubt, now - self._pinned_since, inflight.in_doubt)
-        self._released_from, inflight.in_doubt = inflight.in_doubt, None
-        inflight.maybe_stored = False
-        self._write_record(inflight)
-        self._pinned_since = None
-        with self._lock:
-            self._counts["released_in_doubt"] += 1
-
-    def _linger(self) -> float:
-        queued = len(self.channel)
-        if not queued:
-            self._first_seen = None
-            return IDLE_POLL
-        now = time.monotonic()
-        if self._first_seen is None:
-            self._first_seen = now
-        if queued < self.batch_size and now - self._first_seen < self.linger:
-            return min(IDLE_POLL, self.linger - (now - self._first_seen))
-        return 0.0
-
-    def _forward(self, tx: Any, sink: Downstream, inflight: InFlight | None) -> float:
-        columns = tx.take_columns(inflight.count if inflight else self.batch_size)
-        if not len(columns):
-            return IDLE_POLL
-        if inflight is not None and not inflight.matches(columns):
-            log.info("sink group %s: batch %s was committed before a restart; dropping its record",
-                     self.name, inflight.batch_id)
-            tx.rollback()
-            self._clear_record()
-            return 0.0
-        forward, dropped = add_hop(columns, self.hop_header, self.max_hops)
-        if dropped:
-            log.warning("sink group %s: dropped %d events that were already forwarded %d times or more (%s >= "
-                        "max_hops %d): a forwarding loop, or more tiers than max_hops", self.name, dropped,
-                        self.max_hops, self.hop_header, self.max_hops)
-        if inflight is None:
-            inflight = InFlight(forward_batch_id(self.channel.channel_id, columns.seqs[0], len(columns)),
-                                columns.seqs[0], columns.seqs[-1], len(columns))
-        if len(forward):
-            if inflight.in_doubt != sink.name:
-                inflight.in_doubt = sink.name  # durable before the request can reach the downstream
-                self._write_record(inflight)
-            started = time.perf_counter()
-            outcome = sink.put_batch(forward, inflight.batch_id)
-            if outcome.error is not None:
-                return self._failed(tx, sink, inflight, outcome)
-            sink.acked(len(forward), time.perf_counter() - started, outcome.duplicate)
-        tx.commit()
-        self._clear_record()
-        self._first_seen = None
-        self.processor.succeeded(sink)
-        with self._lock:
-            self._counts["batches"] += 1
-            self._counts["events"] += len(forward)
-            self._counts["dropped_looping"] += dropped
-        return 0.0
-
-    def _failed(self, tx: Any, sink: Downstream, inflight: InFlight, outcome: Outcome) -> float:
-        err, in_doubt = outcome.error, outcome.in_doubt
-        assert err is not None
-        tx.rollback()
-        sink.failed(err, in_doubt)
-        penalty = min(self.max_penalty, self.min_penalty * 2 ** (sink.failures - 1)) * random.uniform(0.5, 1.0)
-        sink.available_at = time.monotonic() + penalty
-        self.processor.failed(sink)
-        if in_doubt and not inflight.maybe_stored:
-            inflight.maybe_stored = True  # durable: a restart keeps the batch with this sink
-            self._write_record(inflight)
-        elif not in_doubt and (outcome.answered or not inflight.maybe_stored):
-            inflight.in_doubt, inflight.maybe_stored = None, False  # any sink may take it now
-            self._write_record(inflight)
-        # else still pinned: in doubt now, or this put never reached the sink but an earlier one may be stored there
-        pinned = inflight.in_doubt is not None
-        if pinned and self._pinned_since is None:
-            self._pinned_since = time.monotonic()
-        log.warning("sink group %s: put of batch %s (%d events) to %s (%s) failed%s; sink set aside for %.2fs: %s",
-                    self.name, inflight.batch_id, inflight.count, sink.name, sink.settings.address,
-                    " in doubt (retried there only)" if pinned else "", penalty, err)
-        return 0.0
-
-    # -- the in-flight record ---------------------------------------------------------------
-    def _load_record(self) -> InFlight | None:
-        try:
-            document = json.loads(self._record_path.read_text())
-            inflight = InFlight(**document)
-            if inflight.in_doubt is not None:  # a put to that sink may have been in flight when the edge stopped
-                inflight.maybe_stored = True
-            return inflight
-        except FileNotFoundError:
-            return None
-        except (ValueError, TypeError) as err:
-            raise ConfigError(f"{self._record_path} is not a sink group in-flight record ({err}); it is written "
-                              "atomically, so something else wrote it: restore it, or remove it knowing that the "
-                              "batch in flight may then be forwarded twice", key=f"sink_groups.{self.name}") from None
-
-    def _write_record(self, inflight: InFlight) -> None:
-        self._record_path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(self._fs, str(self._record_path), json.dumps(asdict(inflight)).encode())
-        self.inflight = inflight
-
-    def _clear_record(self) -> None:
-        if self.inflight is not None or self._record_path.exists():
-            self._record_path.unlink(missing_ok=True)  # a crash before this: the head no longer matches it
-        self.inflight = None
-        self._pinned_since = self._released_from = None

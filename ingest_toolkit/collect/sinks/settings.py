@@ -31,6 +31,9 @@ class ForwardSinkSettings(BaseModel):
     linger: float = Field(default=0.05, ge=0)  # seconds a partial batch waits for more events
     timeout: float = Field(default=30.0, gt=0)  # seconds for one downstream put
     parallel_puts: int = Field(default=1, ge=1, le=16)  # a batch is put in this many parts at once
+    # batches the group keeps in flight at once: the next is taken and encoded while earlier ones
+    # are being put; takes are committed in order (ingest_toolkit/collect/sinks/group.py)
+    pipeline: int = Field(default=2, ge=1, le=16)
     token_env: str | None = None  # the environment variable holding the downstream's bearer token
     tls_ca: Path | None = None  # CA of the downstream's certificate; turns TLS on
     tls_cert: Path | None = None  # client certificate for mutual TLS (with tls_key)

@@ -1,0 +1,425 @@
+"""A sink group's thread: batches taken in order, put downstream, each committed after its ack.
+
+Up to ``pipeline`` batches are in flight at once (one *slot* each: an open take of the local
+channel, its in-flight record, its put running in one of the group's put threads): the next batch
+is taken and encoded while earlier ones are on the wire or being stored downstream. The rules
+that keep every batch id of :mod:`.forward` stable with several takes open:
+
+* **One thread takes, in order, and records before sending.** The group thread takes every batch
+  and writes its record (fsync'ed) before its put starts and before the next take. So every take
+  that is not committed has a record, and the records' ``take`` numbers are the order of their
+  events at the head of the channel once the takes are rolled back or recovered after a crash
+  (the recovery puts uncommitted takes back where they were; commits only remove events).
+* **Each take is committed by its put thread after its own ack** (then its record is removed), in
+  whatever order the acks come: committing removes a batch's events from wherever they are, and a
+  record left by a crash between the commit and the removal no longer matches the head.
+* **A failure drains the pipeline, then rolls back newest first.** When a put fails, every put in
+  flight is awaited (each ends before anything is rolled back; those acknowledged commit), then
+  every take still open is rolled back from the newest to the oldest, so the events return to the
+  head in their original order. Each rolled-back batch keeps its record and is retaken with
+  exactly its count: the same events, the same id, pinned as its own put left it.
+* **No new take while a batch waits to be retaken.** Rolled-back batches (and the records found
+  after a restart) are retaken oldest first, before anything new. A record whose retake does not
+  match the head was committed before a restart and is dropped.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import random
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ...channel import EventColumns, FileChannel, Transaction, TxnState
+from .forward import Downstream, Outcome, add_hop, forward_batch_id
+from .inflight import InFlight, Records
+from .processors import Processor
+
+__all__ = ["SinkGroup"]
+
+log = logging.getLogger("ingest_toolkit.collect.sinks")
+
+IDLE_POLL = 0.01  # seconds between looks at an empty channel
+
+
+def take_batch(tx: Transaction, n: int) -> EventColumns:
+    """``tx.take_columns(n)``: the same events, in half the time for batches of hundreds of events
+    when Arrow is installed (the ``spark`` extra): the vectorized take (``take_arrow``, no Python
+    object per event), then one list per column. The core install takes with ``take_columns``."""
+    if not _arrow_available():
+        return tx.take_columns(n)
+    arrow = tx.take_arrow(n)
+    bodies: list[bytes] = []
+    seqs: list[int] = []
+    for chunk in arrow.bodies.chunks:
+        bodies += chunk.to_pylist()
+    for chunk in arrow.seqs.chunks:
+        seqs += chunk.to_numpy().tolist()
+    if not arrow.has_headers():
+        return EventColumns(bodies, seqs)
+    counts: list[int] = []
+    keys: list[str] = []
+    values: list[str] = []
+    for chunk in arrow.headers.chunks:  # map<string, string>: offsets into its flattened keys and items
+        offsets = chunk.offsets.to_pylist()
+        counts += [end - start for start, end in zip(offsets, offsets[1:], strict=False)]
+        keys += chunk.keys[offsets[0]:offsets[-1]].to_pylist()
+        values += chunk.items[offsets[0]:offsets[-1]].to_pylist()
+    return EventColumns(bodies, seqs, counts, keys, values)
+
+
+@functools.cache
+def _arrow_available() -> bool:
+    """Whether the Arrow take can be used; the first call imports and warms up Arrow (about a
+    second), which the group does when it is built, not on its first batch."""
+    try:
+        import pyarrow as pa
+
+        from ...channel import columnar  # noqa: F401  (numpy, and the vectorized reader)
+    except ImportError:
+        return False
+    pa.array([b"x"]).take(pa.array([0]))  # Arrow's compute functions register on their first use
+    return True
+
+
+@dataclass(eq=False)
+class _Slot:
+    """One batch of the pipeline: its record, and while it is taken its take and its put."""
+
+    record: InFlight
+    tx: Transaction | None = None  # the open take; None: the batch waits to be (re)taken
+    sink: Downstream | None = None
+    future: Future[Outcome] | None = None  # the put (and commit); done once it was answered (or failed)
+    committed: bool = False  # the take was committed after the ack (by the put thread)
+    recorded: bool = False  # its record file is written as it is now
+    events: int = 0  # events put (the batch less those dropped as looping)
+    dropped: int = 0
+    ack_seconds: float = 0.0
+    pinned_since: float | None = None  # time.monotonic() of the first in-doubt failure
+    released_from: str | None = None  # the sink a released batch was in doubt at: tried last
+
+
+class SinkGroup:
+    """The thread that empties ``channel`` through ``sinks`` (see the module doc)."""
+
+    def __init__(self, name: str, channel: FileChannel, sinks: list[Downstream], processor: Processor,
+                 state_dir: Path, *, min_penalty: float, max_penalty: float,
+                 release_in_doubt_after: float = 0.0) -> None:
+        first = sinks[0].settings
+        self.name, self.channel, self.sinks, self.processor = name, channel, sinks, processor
+        self.batch_size, self.linger, self.pipeline = first.batch_size, first.linger, first.pipeline
+        self.hop_header, self.max_hops = first.hop_header, first.max_hops
+        self.min_penalty, self.max_penalty = min_penalty, max_penalty
+        self.release_in_doubt_after = release_in_doubt_after
+        self._records = Records(state_dir, name)
+        self.slots = [_Slot(record, recorded=True) for record in self._records.load()]  # take order
+        self._next_take = max((s.record.take for s in self.slots), default=-1) + 1
+        self._puts = ThreadPoolExecutor(self.pipeline, thread_name_prefix=f"sink-group-{name}")
+        _arrow_available()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._first_seen: float | None = None
+        self._lock = threading.Lock()
+        self._counts = {"batches": 0, "events": 0, "dropped_looping": 0, "errors": 0, "released_in_doubt": 0}
+        self.error = ""
+
+    # -- life cycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=f"sink-group-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("sink group %s did not stop within %.1fs (a put is still waiting for its answer); "
+                            "its takes are rolled back when the channel closes", self.name, timeout)
+            self._thread = None
+        self._puts.shutdown(wait=False, cancel_futures=True)
+        for sink in self.sinks:
+            sink.close()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def inflight(self) -> InFlight | None:
+        """The oldest batch in flight (the one the group commits next)."""
+        return self.slots[0].record if self.slots else None
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            counts = dict(self._counts)
+        records = [asdict(slot.record) for slot in list(self.slots)]
+        return {**counts, "running": self.running, "processor": self.processor.kind,
+                "channel": self.channel_name, "pipeline": self.pipeline,
+                "inflight": records[0] if records else None, "inflight_batches": records,
+                "sinks": {sink.name: sink.stats() for sink in self.sinks}}
+
+    @property
+    def channel_name(self) -> str:
+        return self.sinks[0].settings.channel
+
+    # -- the loop ---------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                pause = self.step()
+            except Exception as err:
+                with self._lock:
+                    self._counts["errors"] += 1
+                self.error = f"{type(err).__name__}: {err}"
+                log.exception("sink group %s: unexpected error; retrying in 1s", self.name)
+                pause = 1.0
+            if pause and self._stop.wait(pause):
+                break
+        self._settle_on_stop()
+
+    def step(self) -> float:
+        """Advance the pipeline: account for the batches whose puts ended (committed, or rolled back
+        after a failure), else start one batch, waiting for a put to end when ``pipeline`` batches
+        are in flight. Returns how long to wait before the next step (0: at once). With
+        ``pipeline = 1`` a step forwards one batch from take to commit."""
+        if any(slot.future is not None and slot.future.done() for slot in self.slots):
+            self._finish()
+            return 0.0
+        waiting = any(slot.tx is None for slot in self.slots)
+        pause = self._start_one() if waiting or len(self.slots) < self.pipeline else 0.0
+        in_flight = [slot.future for slot in self.slots if slot.future is not None]
+        if not in_flight:
+            return pause
+        if len(in_flight) >= self.pipeline:
+            wait(in_flight, return_when=FIRST_COMPLETED)  # each put ends by its own timeout
+            self._finish()
+        elif pause:
+            wait(in_flight, timeout=pause, return_when=FIRST_COMPLETED)
+        return 0.0
+
+    # -- starting a batch -------------------------------------------------------------------
+    def _start_one(self) -> float:
+        """Retake the oldest batch that waits for it, or take a new one; the seconds to wait when
+        neither can start now (0: one started, or a stale record was dropped)."""
+        slot = next((s for s in self.slots if s.tx is None), None)
+        if slot is None:
+            pause = self._linger()
+            if pause:
+                return pause
+        elif slot.record.in_doubt is not None:
+            self._maybe_release(slot)
+        candidates = [s for s in self.sinks if slot is None or s.name != slot.released_from] or self.sinks
+        sink, pause = self.processor.pick(candidates, slot.record.in_doubt if slot else None)
+        if sink is None:
+            return min(max(pause, IDLE_POLL), 1.0)
+        tx = self.channel.transaction(pipelined=True)
+        try:
+            columns = take_batch(tx, slot.record.count if slot else self.batch_size)
+            if slot is None and not len(columns):
+                tx.rollback()
+                return IDLE_POLL
+            if slot is not None and not slot.record.matches(columns):
+                tx.rollback()
+                self._drop_stale(slot)
+                return 0.0
+            if slot is None:
+                slot = self._new_slot(columns)
+            slot.tx = tx
+            self._send(slot, sink, columns)
+        except BaseException:
+            if tx.state is TxnState.OPEN:
+                tx.rollback()  # the newest take: nothing was taken after it
+            if slot is not None:
+                slot.tx = slot.future = None
+            raise
+        return 0.0
+
+    def _new_slot(self, columns: EventColumns) -> _Slot:
+        record = InFlight(forward_batch_id(self.channel.channel_id, columns.seqs[0], len(columns)),
+                          columns.seqs[0], columns.seqs[-1], len(columns), take=self._next_take)
+        self._next_take += 1
+        slot = _Slot(record)
+        self.slots.append(slot)
+        self._first_seen = None
+        return slot
+
+    def _drop_stale(self, slot: _Slot) -> None:
+        log.info("sink group %s: batch %s was committed before a restart; dropping its record",
+                 self.name, slot.record.batch_id)
+        self._records.remove(slot.record)
+        self.slots.remove(slot)
+
+    def _send(self, slot: _Slot, sink: Downstream, columns: EventColumns) -> None:
+        """Record the batch (durably, naming the sink, before the request can reach it) and put it."""
+        forward, slot.dropped = add_hop(columns, self.hop_header, self.max_hops)
+        if slot.dropped:
+            log.warning("sink group %s: dropped %d events that were already forwarded %d times or more (%s >= "
+                        "max_hops %d): a forwarding loop, or more tiers than max_hops", self.name, slot.dropped,
+                        self.max_hops, self.hop_header, self.max_hops)
+        slot.events, slot.sink = len(forward), sink
+        record = slot.record
+        if not len(forward):  # nothing to put: committed before the next take, so it needs no record
+            slot.future = Future()
+            slot.future.set_result(self._commit(slot, Outcome()))
+            return
+        if record.in_doubt != sink.name or not slot.recorded:
+            record.in_doubt = sink.name  # durable before the request can reach the sink
+            self._records.write(record)
+            slot.recorded = True
+        slot.future = self._puts.submit(self._put, slot, sink, forward, record.batch_id)
+
+    def _put(self, slot: _Slot, sink: Downstream, forward: EventColumns, batch_id: str) -> Outcome:
+        """In a put thread: the put, and after its ack the commit of the take."""
+        started = time.perf_counter()
+        outcome = sink.put_batch(forward, batch_id)
+        slot.ack_seconds = time.perf_counter() - started
+        return outcome if outcome.error is not None else self._commit(slot, outcome)
+
+    def _commit(self, slot: _Slot, outcome: Outcome) -> Outcome:
+        assert slot.tx is not None
+        slot.tx.commit()
+        slot.committed = True
+        self._records.remove(slot.record)
+        return outcome
+
+    def _linger(self) -> float:
+        """0 when a new batch is due: ``batch_size`` events are queued, or some are and the oldest
+        has waited ``linger`` seconds with no put in flight. While a put is in flight a partial
+        batch keeps growing (the step wakes when that put ends): otherwise a steady stream would go
+        out in batches of one linger's worth, each paying a record and a commit."""
+        queued = len(self.channel)
+        if not queued:
+            self._first_seen = None
+            return IDLE_POLL
+        now = time.monotonic()
+        if self._first_seen is None:
+            self._first_seen = now
+        if queued >= self.batch_size:
+            return 0.0
+        if any(slot.future is not None for slot in self.slots):
+            return IDLE_POLL
+        if now - self._first_seen < self.linger:
+            return min(IDLE_POLL, self.linger - (now - self._first_seen))
+        return 0.0
+
+    def _maybe_release(self, slot: _Slot) -> None:
+        """Unpin a batch in doubt once ``release_in_doubt_after`` has passed (0: never)."""
+        now = time.monotonic()
+        if slot.pinned_since is None:
+            slot.pinned_since = now  # pinned before a restart: the clock starts now
+        record = slot.record
+        if not self.release_in_doubt_after or now - slot.pinned_since < self.release_in_doubt_after:
+            return
+        log.warning("sink group %s: batch %s has been in doubt at sink %s for %.0fs (release_in_doubt_after); any "
+                    "sink may take it now, and it is stored twice if %s had stored it", self.name, record.batch_id,
+                    record.in_doubt, now - slot.pinned_since, record.in_doubt)
+        slot.released_from, record.in_doubt, record.maybe_stored = record.in_doubt, None, False
+        self._records.write(record)
+        slot.pinned_since = None
+        with self._lock:
+            self._counts["released_in_doubt"] += 1
+
+    # -- ending a batch ---------------------------------------------------------------------
+    def _finish(self) -> None:
+        """Account for the committed batches; after a failure, drain and roll back (module doc)."""
+        done = [slot for slot in self.slots if slot.future is not None and slot.future.done()]
+        try:
+            failed = any(slot.future.result().error is not None for slot in done if slot.future is not None)
+        except BaseException:  # an unexpected error of a put thread (or of a commit)
+            self._roll_back_all()
+            raise
+        if failed:
+            self._failed()
+            return
+        for slot in done:
+            self._acked(slot)
+
+    def _acked(self, slot: _Slot) -> None:
+        assert slot.committed and slot.future is not None
+        outcome = slot.future.result()
+        self.slots.remove(slot)
+        if slot.sink is not None and slot.events:
+            slot.sink.acked(slot.events, slot.ack_seconds, outcome.duplicate)
+            self.processor.succeeded(slot.sink)
+        with self._lock:
+            self._counts["batches"] += 1
+            self._counts["events"] += slot.events
+            self._counts["dropped_looping"] += slot.dropped
+
+    def _roll_back_all(self) -> dict[int, Outcome | BaseException]:
+        """Wait for every put in flight, then roll every open take back to the head, the newest
+        first; the rolled-back batches wait to be retaken. Returns how each put ended, by slot."""
+        wait([slot.future for slot in self.slots if slot.future is not None])
+        ended: dict[int, Outcome | BaseException] = {}
+        for slot in self.slots:
+            if slot.future is not None:
+                error = slot.future.exception()
+                ended[id(slot)] = error if error is not None else slot.future.result()
+        for slot in reversed(self.slots):
+            if slot.committed:
+                continue
+            if slot.tx is not None and slot.tx.state is TxnState.OPEN:
+                slot.tx.rollback()
+            slot.tx = slot.future = None
+        # committed, but the put thread failed after the commit (removing the record): nothing to account
+        self.slots = [s for s in self.slots if not (s.committed and isinstance(ended.get(id(s)), BaseException))]
+        return ended
+
+    def _failed(self) -> None:
+        """A put failed: drain the pipeline and roll back what is open (:meth:`_roll_back_all`),
+        then pin each failed batch by what its own put left behind (:meth:`_settle`); each failed
+        sink is set aside once. Batches acknowledged meanwhile were committed."""
+        ended = self._roll_back_all()
+        failed: dict[str, Downstream] = {}
+        for slot in list(self.slots):
+            outcome = ended.get(id(slot))
+            if slot.committed:
+                self._acked(slot)
+            elif isinstance(outcome, BaseException):  # raised in a put thread; retaken like any other
+                log.error("sink group %s: put of batch %s failed unexpectedly: %s", self.name, slot.record.batch_id,
+                          outcome)
+            elif outcome is not None and outcome.error is not None and slot.sink is not None:
+                self._settle(slot, slot.sink, outcome)
+                failed[slot.sink.name] = slot.sink
+        for sink in failed.values():
+            penalty = min(self.max_penalty, self.min_penalty * 2 ** (sink.failures - 1)) * random.uniform(0.5, 1.0)
+            sink.available_at = time.monotonic() + penalty
+            self.processor.failed(sink)
+            log.warning("sink group %s: sink %s (%s) set aside for %.2fs: %s", self.name, sink.name,
+                        sink.settings.address, penalty, sink.last_error)
+
+    def _settle(self, slot: _Slot, sink: Downstream, outcome: Outcome) -> None:
+        """Update a rolled-back batch's record by its put's outcome at ``sink``."""
+        record, err = slot.record, outcome.error
+        assert err is not None
+        sink.failed(err, outcome.in_doubt)
+        if outcome.in_doubt and not record.maybe_stored:
+            record.maybe_stored = True  # durable: a restart keeps the batch with this sink
+            self._records.write(record)
+        elif not outcome.in_doubt and (outcome.answered or not record.maybe_stored):
+            record.in_doubt, record.maybe_stored = None, False  # any sink may take it now
+            self._records.write(record)
+        # else still pinned: in doubt now, or this put never reached the sink but an earlier one may be stored there
+        pinned = record.in_doubt is not None
+        if pinned and slot.pinned_since is None:
+            slot.pinned_since = time.monotonic()
+        log.warning("sink group %s: put of batch %s (%d events) to %s (%s) failed%s: %s", self.name, record.batch_id,
+                    record.count, sink.name, sink.settings.address,
+                    " in doubt (retried there only)" if pinned else "", err)
+
+    def _settle_on_stop(self) -> None:
+        """The group stops: the puts in flight end (those acknowledged commit), the other takes are
+        rolled back (their records stay: a restart retakes them with their ids)."""
+        try:
+            self._roll_back_all()
+            for slot in [s for s in self.slots if s.committed]:
+                self._acked(slot)
+        except Exception as err:
+            log.warning("sink group %s: batches in flight at the stop are rolled back by the channel's close (%s)",
+                        self.name, err)
