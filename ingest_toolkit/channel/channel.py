@@ -138,18 +138,24 @@ class FileChannel:
                               segment_key=self.sealer.segment_key if self.sealer is not None else None)
 
     # -- public API -----------------------------------------------------------------------
-    def transaction(self, tag: str | None = None) -> Transaction:
+    def transaction(self, tag: str | None = None, *, thread_bound: bool = True) -> Transaction:
         """Begin a transaction for the calling thread.
 
         ``tag`` (puts only; a non-empty str of at most 128 bytes UTF-8, else InvalidTagError) is
         a client batch id written into the COMMIT frame: once the commit returns, ``find_tag``
         answers it (docs/channel.md, "Commit tags"). A take in a tagged transaction raises
         TransactionError; a tagged transaction that puts nothing commits nothing and records no tag.
+
+        ``thread_bound=False``: the transaction is not this thread's one transaction, so a thread
+        may hold several (the agent's take window). Their holder keeps the order the queue needs:
+        take transactions commit in the order they took, and roll back newest first, so the
+        events return to the head in their order (one rolled back before a newer one would land
+        behind it).
         """
         if tag is not None:
             check_tag(tag)
         current: Transaction | None = getattr(self._local, "tx", None)
-        if current is not None and current.state is TxnState.OPEN:
+        if thread_bound and current is not None and current.state is TxnState.OPEN:
             raise TransactionError(
                 f"this thread already has open transaction {current.txn_id}; commit or roll it "
                 "back first (one transaction per thread)")
@@ -158,7 +164,8 @@ class FileChannel:
             tx = Transaction(self, self._next_txn, tag)
             self._next_txn += 1
             self._open[tx.txn_id] = tx
-        self._local.tx = tx
+        if thread_bound:
+            self._local.tx = tx
         return tx
 
     def find_tag(self, tag: str) -> TagRecord | None:
