@@ -244,16 +244,20 @@ def test_sigkilled_client_with_a_full_window_gets_every_batch_back_in_order(agen
 def test_sigkilled_agent_with_a_full_window_has_every_uncommitted_event_in_order(tmp_path: Path) -> None:
     setup = AgentSetup(tmp_path)  # checkpoint_interval 2 s: a checkpoint is written while the window is open
     agent = AgentProcess(setup).wait_ready()
-    with AgentClient(agent.grpc_address) as client:
-        for i in range(0, 2000, 500):
-            client.put(evs(i, i + 500), channel="events")
-        pipeline = client.take_pipeline("events", 100, window=4, lease_seconds=600)
-        for _ in range(3):
-            next(pipeline).commit()
-        held = [next(pipeline) for _ in range(4)]
-        assert sum(map(len, held)) == 400
-        meta = setup.checkpoint_dir() / "checkpoint.meta"
-        before = meta.stat().st_mtime_ns if meta.exists() else 0
-        wait_until(lambda: meta.exists() and meta.stat().st_mtime_ns != before, timeout=10.0)
-        agent.kill()
+    try:
+        with AgentClient(agent.grpc_address) as client:
+            for i in range(0, 2000, 500):
+                client.put(evs(i, i + 500), channel="events")
+            pipeline = client.take_pipeline("events", 100, window=4, lease_seconds=600)
+            for _ in range(3):
+                next(pipeline).commit()
+            held = [next(pipeline) for _ in range(4)]
+            assert sum(map(len, held)) == 400
+            meta = setup.checkpoint_dir() / "checkpoint.meta"
+            before = meta.stat().st_mtime_ns if meta.exists() else 0
+            wait_until(lambda: meta.exists() and meta.stat().st_mtime_ns != before, timeout=10.0)
+            agent.kill()  # SIGKILL, with the window open
+    finally:
+        if agent.proc.poll() is None:  # a failed assertion leaves no agent behind
+            agent.kill()
     assert [e.body for e in drain(setup.channel_settings())] == [e.body for e in evs(300, 2000)]
