@@ -61,7 +61,9 @@ class PipelinedTake:
         return self._events
 
     def commit(self) -> None:
-        """Commit this batch (durable once this returns); refused while an older one is open."""
+        """Commit this batch (durable once this returns); refused while an older one is open.
+        A connection that breaks while the answer is awaited leaves it ``UNKNOWN`` (the newer
+        batches are rolled back by the agent)."""
         self._pipeline.commit(self)
 
     def rollback(self) -> None:
@@ -92,6 +94,7 @@ class TakePipeline:
         self._parts: list[EventColumns] = []  # chunks of the batch being received
         self._coming = 0  # batches asked of the agent, not yet received whole
         self._handed = 0
+        self._broken = False
         self._stream: TxnStream | None = connect()
         self._stream.send(pb.TxnRequest(begin=pb.Begin(channel=channel, lease_seconds=lease_seconds,
                                                        take=max_events, payloads=True, window=window)))
@@ -141,7 +144,12 @@ class TakePipeline:
                     f"{self._held[0].index}: commit batches in the order they were taken")
             self._stream.send(pb.TxnRequest(commit=pb.End(take_next=self.max_events)))
             self._coming += 1  # the agent takes one more after the commit
-            batch.state = self._ended("commit")
+            try:
+                batch.state = self._ended("commit")
+            except IngestError:
+                if self._broken:  # the answer was lost: the commit may or may not have happened
+                    batch.state = TxnState.UNKNOWN
+                raise
             self._held.popleft()
             if batch.state is not TxnState.COMMITTED:  # the agent rolled the window back
                 self._finish(TxnState.ROLLED_BACK)
@@ -209,7 +217,8 @@ class TakePipeline:
         try:
             answer = self._stream.recv_any(what)
         except IngestError:
-            self._finish(TxnState.ROLLED_BACK)  # the stream broke: the agent rolled everything back
+            self._broken = True
+            self._finish(TxnState.ROLLED_BACK)  # the stream broke: the agent rolls back what is open
             raise
         if isinstance(answer, pb.TxnResponse) and answer.WhichOneof("result") == "failure":
             failure = answer.failure

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ingest_toolkit.channel import Event, EventColumns, TxnState
-from ingest_toolkit.errors import TransactionError
+from ingest_toolkit.errors import IngestError, TransactionError
 from ingest_toolkit.rpc import AgentClient, LeaseExpiredError, TakePipeline
 from ingest_toolkit.rpc.proto import agent_pb2 as pb
 from tests.agent.harness import AgentProcess, AgentSetup, drain
@@ -261,3 +261,17 @@ def test_sigkilled_agent_with_a_full_window_has_every_uncommitted_event_in_order
         if agent.proc.poll() is None:  # a failed assertion leaves no agent behind
             agent.kill()
     assert [e.body for e in drain(setup.channel_settings())] == [e.body for e in evs(300, 2000)]
+
+
+def test_a_commit_whose_answer_never_comes_is_unknown_and_the_window_rolls_back(agent: Agent) -> None:
+    client = agent.client()
+    client.put(evs(0, 10), channel="events")
+    pipeline = client.take_pipeline("events", 5, window=2)
+    batch = next(pipeline)
+    agent.server.stop(grace=0.2)  # the stream is cancelled: the agent rolls the window back
+    with pytest.raises(IngestError):
+        batch.commit()
+    assert batch.state is TxnState.UNKNOWN
+    assert wait_until(lambda: len(agent.channels["events"]) == 10) < 3.0
+    with pytest.raises(StopIteration):
+        next(pipeline)
