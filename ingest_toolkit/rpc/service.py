@@ -24,7 +24,6 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn
 
 import grpc
@@ -80,8 +79,6 @@ class AgentService(pb_grpc.AgentServicer):
         self._observe = observe
         self.leases = LeaseTable(default_lease=default_lease_seconds, max_lease=max_lease_seconds)
         self.max_open_transactions, self._chunk_bytes = max_open_transactions, chunk_bytes
-        # take windows commit here while their stream's thread reads the next batch (threads on demand)
-        self._committer = ThreadPoolExecutor(max_workers=max_open_transactions, thread_name_prefix="take-window-commit")
 
     @property
     def authenticates(self) -> bool:
@@ -92,7 +89,6 @@ class AgentService(pb_grpc.AgentServicer):
 
     def stop(self) -> None:
         self.leases.stop()
-        self._committer.shutdown(wait=False)
 
     # -- Put ------------------------------------------------------------------------------
     def Put(self, request: pb.PutRequest | InvalidRequestError,  # noqa: N802
@@ -240,8 +236,8 @@ class AgentService(pb_grpc.AgentServicer):
             capacity = channel.config.transaction_capacity
             if begin.take > capacity:
                 raise TransactionCapacityError(capacity=capacity, requested=begin.take)
-            window = TakeWindow(channel, self._take_responses(begin.payloads), self._committer.submit,
-                                observe=self._observe, name=begin.channel,
+            window = TakeWindow(channel, self._take_responses(begin.payloads), observe=self._observe,
+                                name=begin.channel,
                                 size=min(begin.window, MAX_WINDOW), batch=begin.take,
                                 lease_seconds=self.leases.lease_for(begin.lease_seconds),
                                 lease_for=self.leases.lease_for, peer=context.peer(), cancel=context.cancel)
@@ -260,7 +256,8 @@ class AgentService(pb_grpc.AgentServicer):
                 if window.ended:
                     return
             for request in requests:
-                yield from window.serve(request)
+                for part in window.serve(request):
+                    yield from part
                 if window.ended:
                     return
         except grpc.RpcError:

@@ -26,14 +26,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 
 from ..channel import FileChannel, Transaction, TxnState
 from ..errors import ChannelError, IngestError
 from .errors import ErrorInfo, InvalidRequestError, LeaseExpiredError, describe
 from .proto import agent_pb2 as pb
 
-__all__ = ["MAX_WINDOW", "CommitIn", "TakeResponses", "TakeWindow"]
+__all__ = ["MAX_WINDOW", "TakeResponses", "TakeWindow"]
 
 log = logging.getLogger("ingest_toolkit.rpc")
 
@@ -42,9 +41,6 @@ MAX_WINDOW = 16
 
 Observer = Callable[[str, str, float], None]
 """``(op, channel, seconds)``, as the service's (op ``"take"`` or ``"commit"``)."""
-
-CommitIn = Callable[[Callable[[], None]], "Future[None]"]
-"""Run a commit on another thread (the service's committer pool); its future."""
 
 TakeResponses = Callable[[Transaction, int], list[pb.TxnResponse]]
 """Take up to n events into the transaction; the chunks that carry them."""
@@ -57,17 +53,18 @@ class TakeWindow:
     """Up to ``size`` open take transactions of one stream, oldest first, under one lease.
 
     Leased like :class:`~.leases.RemoteTxn` (the :class:`~.leases.LeaseTable` expires it). The
-    stream's thread calls :meth:`fill`, :meth:`serve` and :meth:`refill`; the reaper and the end
-    of the call may roll it back from other threads, which ``lock`` serialises.
+    stream's thread calls :meth:`fill` and :meth:`serve`; the reaper and the end of the call may
+    roll the window back from other threads, which ``lock`` serialises.
     """
 
-    def __init__(self, channel: FileChannel, take: TakeResponses, commit_in: CommitIn, *,
+    def __init__(self, channel: FileChannel, take: TakeResponses, *,
                  observe: Observer | None = None, name: str, size: int, batch: int,
                  lease_seconds: float, lease_for: Callable[[float], float], peer: str,
                  cancel: Callable[[], None] | None = None) -> None:
         self._channel, self._take, self.channel, self.peer = channel, take, name, peer
         self._lease_for = lease_for  # the lease granted for a request (the agent's cap)
-        self._observe, self._commit_in = observe, commit_in
+        self._observe = observe
+        self._refill = 0  # events to take after the answer to the current commit
         self.batch_limit = channel.config.transaction_capacity
         self.size, self.batch, self.lease_seconds = size, batch, lease_seconds
         self.open: deque[Transaction] = deque()  # oldest first
@@ -116,22 +113,34 @@ class TakeWindow:
         self._timed("take", started)
         return responses
 
-    def serve(self, request: pb.TxnRequest | InvalidRequestError) -> list[pb.TxnResponse]:
+    def serve(self, request: pb.TxnRequest | InvalidRequestError) -> Iterator[list[pb.TxnResponse]]:
         """The answer to one request after the window was filled: ``commit`` (the oldest batch),
-        ``rollback`` (all), ``extend``; anything else is refused and leaves the window open."""
+        ``rollback`` (all), ``extend``; anything else is refused and leaves the window open.
+
+        In parts, each computed under ``lock`` and sent after it is released (a stream suspended
+        in a send must never hold the lock the end of its call needs): a commit's ``ended`` goes
+        out as soon as the commit is durable, and the batch that replaces it is read after that,
+        while the client already goes on with its next batch."""
         with self.lock:
-            if (refused := self._refused()) is not None:
-                return [refused]
-            try:
-                return self._apply(request)
-            except InvalidRequestError as err:
-                log.warning("refused a request in the take window %s on %s from %s: %s", self.txn_id,
-                            self.channel, self.peer, err)
-                return [_failure(describe(err), TxnState.OPEN)]
-            except Exception as err:
-                return [self._fail(err)]
-            finally:
-                self._renew()
+            first = self._serve_locked(request)
+        yield first
+        if self._refill:
+            n, self._refill = self._refill, 0
+            yield self.refill(n)
+
+    def _serve_locked(self, request: pb.TxnRequest | InvalidRequestError) -> list[pb.TxnResponse]:
+        if (refused := self._refused()) is not None:
+            return [refused]
+        try:
+            return self._apply(request)
+        except InvalidRequestError as err:
+            log.warning("refused a request in the take window %s on %s from %s: %s", self.txn_id,
+                        self.channel, self.peer, err)
+            return [_failure(describe(err), TxnState.OPEN)]
+        except Exception as err:
+            return [self._fail(err)]
+        finally:
+            self._renew()
 
     def _apply(self, request: pb.TxnRequest | InvalidRequestError) -> list[pb.TxnResponse]:
         if isinstance(request, InvalidRequestError):
@@ -150,31 +159,18 @@ class TakeWindow:
                                   "batch), rollback (all) or extend")
 
     def _commit(self, take_next: int) -> list[pb.TxnResponse]:
-        """Commit the oldest batch (commit order = take order) and take the next one, if asked.
-
-        The commit runs on the committer thread while this one reads the next batch: the agent
-        waits for the sync and reads at the same time. ``ended`` goes out once the commit is
-        durable; a take that fails after it answers ``ended``, then the failure."""
+        """Commit the oldest batch (commit order = take order); ``serve`` then takes ``take_next``
+        more in its place, after ``ended`` is sent. (Reading the next batch on another thread
+        while the commit syncs gained nothing measurable: both need the GIL, and the sync is the
+        shorter part.)"""
         tx, started = self.open[0], time.perf_counter()
-        more: list[pb.TxnResponse] = []
-        failed: Exception | None = None
-        if not take_next:
-            tx.commit()
-        else:
-            committing = self._commit_in(tx.commit)
-            try:
-                more = self._take_one(take_next)
-            except Exception as err:
-                failed = err
-            committing.exception()  # wait for the commit (durable, or failed and rolled back)
-            committing.result()  # a failed commit raises: serve ends the window (_fail)
+        tx.commit()  # a failure raises: _serve_locked ends the window (_fail)
         self._timed("commit", started)
         self.open.popleft()
         _log_end(self, tx, "committed")
-        if failed is not None:
-            more = [self._fail(failed)]
+        self._refill = take_next
         self.ended = self.ended or (not self.open and not take_next)
-        return [pb.TxnResponse(ended=pb.Ended(state=_STATES[tx.state])), *more]
+        return [pb.TxnResponse(ended=pb.Ended(state=_STATES[tx.state]))]
 
     def _refused(self) -> pb.TxnResponse | None:
         if self.expired_at is None:
