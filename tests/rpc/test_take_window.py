@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ingest_toolkit.channel import Event, EventColumns, TxnState
-from ingest_toolkit.errors import IngestError, TransactionError
+from ingest_toolkit.errors import IngestError, TransactionCapacityError, TransactionError
 from ingest_toolkit.rpc import AgentClient, LeaseExpiredError, TakePipeline
 from ingest_toolkit.rpc.proto import agent_pb2 as pb
 from tests.agent.harness import AgentProcess, AgentSetup, drain
@@ -275,3 +275,14 @@ def test_a_commit_whose_answer_never_comes_is_unknown_and_the_window_rolls_back(
     assert wait_until(lambda: len(agent.channels["events"]) == 10) < 3.0
     with pytest.raises(StopIteration):
         next(pipeline)
+
+
+def test_a_batch_above_the_transaction_capacity_is_refused_at_begin(start_agent: StartAgent) -> None:
+    agent = start_agent(transaction_capacity=10)
+    client = agent.client()
+    with pytest.raises(TransactionCapacityError) as info:
+        client.take_pipeline("events", 11, window=2)
+    assert info.value.capacity == 10
+    assert wait_until(lambda: len(agent.service.leases) == 0) < 3.0
+    with client.take_pipeline("events", 10, window=2) as pipeline:
+        assert len(next(pipeline)) == 0
