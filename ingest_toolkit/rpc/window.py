@@ -98,6 +98,8 @@ class TakeWindow:
         with self.lock:
             if (refused := self._refused()) is not None:
                 return [refused]
+            if self.ended:  # rolled back meanwhile (the call ended): take nothing more
+                return []
             try:
                 return self._take_one(n)
             except Exception as err:  # the window cannot go on: everything back, in order
@@ -207,13 +209,8 @@ class TakeWindow:
                     log.info("rollback of take %s on %s: %s", tx.txn_id, self.channel, err)
             _log_end(self, tx, outcome)
 
-    def renew(self, lease_seconds: float | None = None) -> None:
-        """Start a new lease from now (call with ``lock`` held)."""
-        if lease_seconds is not None:
-            self.lease_seconds = lease_seconds
-        self._renew()
-
     def _renew(self) -> None:
+        """Start a new lease from now (call with ``lock`` held)."""
         self.deadline = time.monotonic() + self.lease_seconds
 
     def expire_if_due(self, now: float) -> bool:
