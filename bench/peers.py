@@ -19,8 +19,10 @@ Paths:
 * ``grpc``: an agent gRPC server in a child process (``AgentService`` with the channel put
   handler, the same FileChannel settings), one client: ``AgentClient.put_columns`` (one
   round trip per batch), ``AgentClient.put_stream`` (the ordered put stream, 4 batches in
-  flight), ``AgentClient.put`` with Event objects (the older API), and ``open_take`` +
-  ``commit_and_take``.
+  flight), ``AgentClient.put`` with Event objects (the older API); takes with
+  ``AgentClient.take_pipeline`` (``--take-window`` batches in flight, 4 by default; the rows
+  ``grpc take`` and ``grpc take(stream)``) and with ``open_take`` + ``commit_and_take`` (one
+  batch in flight; the row ``grpc take(1 in flight)``, after the ``put`` with Events).
 * ``postgres``: its own ``initdb`` cluster on 127.0.0.1 in a temporary directory, ``fsync=on``,
   ``synchronous_commit=on``; put = one binary ``COPY`` per transaction, take =
   ``DELETE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n) RETURNING`` per transaction
@@ -153,12 +155,15 @@ class Agent:
         self.child.wait(30)
 
 
-def round_grpc(agent: Agent, w: Work, out: dict[str, float], tag: str) -> None:
+def round_grpc(agent: Agent, w: Work, out: dict[str, float], tag: str, window: int = 4) -> None:
     client = AgentClient(f"127.0.0.1:{agent.port}")
     m = Meter(lambda: [agent.proc])
 
     def take_all() -> None:
-        _grpc_take(client, w)
+        if getattr(client, "take_pipeline", None) is None:  # a client before the take window
+            _grpc_take(client, w)
+        else:
+            _grpc_take_pipelined(client, w, window)
 
     put_columns = getattr(client, "put_columns", None)  # None: a client before the columnar put
     if put_columns is not None:
@@ -177,9 +182,21 @@ def round_grpc(agent: Agent, w: Work, out: dict[str, float], tag: str) -> None:
     with m.measure(w.n, out, f"grpc put(Event){tag}"):
         for events in w.events:
             client.put(events, channel="bench")
-    with m.measure(w.n, out, f"grpc take(again){tag}"):
-        take_all()
+    with m.measure(w.n, out, f"grpc take(1 in flight){tag}"):
+        _grpc_take(client, w)
     client.close()
+
+
+def _grpc_take_pipelined(client: AgentClient, w: Work, window: int) -> None:
+    got = 0
+    with client.take_pipeline("bench", w.batch, window=window) as batches:
+        for batch in batches:
+            k = len(batch.columns)
+            if not k:
+                break  # the channel is empty: closing rolls back the (empty) batches in flight
+            got += k
+            batch.commit()
+    assert got == w.n, got
 
 
 def _grpc_take(client: AgentClient, w: Work) -> None:
@@ -378,6 +395,7 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", default="channel,grpc,postgres,redis")
+    parser.add_argument("--take-window", type=int, default=4, help="batches in flight of the gRPC take pipeline")
     parser.add_argument("--quick", action="store_true", help="20k events, 1 round")
     parser.add_argument("--dir", type=Path, default=None, help="parent of the temporary directory")
     parser.add_argument("--child-serve", type=Path, help=argparse.SUPPRESS)
@@ -399,7 +417,7 @@ def main() -> int:
         if "grpc" in only:
             agent = Agent(root / "agent")
             servers.append(agent)
-            paths.append(("grpc", lambda w, out, tag, i: round_grpc(agent, w, out, tag)))
+            paths.append(("grpc", lambda w, out, tag, i: round_grpc(agent, w, out, tag, args.take_window)))
         if "postgres" in only:
             try:
                 import psycopg  # noqa: F401

@@ -147,9 +147,10 @@ class FileChannel:
         TransactionError; a tagged transaction that puts nothing commits nothing and records no tag.
 
         ``pipelined``: a take that may stay open beside other pipelined takes of the same thread
-        (a consumer with several batches in flight). Its events go back to the head on rollback,
-        so such takes are rolled back newest first: a rollback while a pipelined take popped after
-        it is still open raises TransactionError (it would put the older events behind the newer).
+        (a consumer with several batches in flight: the forward sink, the agent's take window).
+        Its events go back to the head on rollback, so such takes are rolled back newest first:
+        a rollback while a pipelined take popped after it is still open raises TransactionError
+        (it would put the older events behind the newer).
         """
         if tag is not None:
             check_tag(tag)

@@ -1,14 +1,14 @@
 """The agent's gRPC API: durable batched puts, leased remote transactions, status.
 
 Server side: :class:`AgentService` (given the channels and a put handler) and
-:func:`start_server`. Client side: :class:`AgentClient` (``put``, ``open_take``, ``status``,
-``channel``) and :class:`RemoteSource` for the landing. See docs/rpc.md.
+:func:`start_server`. Client side: :class:`AgentClient` (``put``, ``open_take``,
+``take_pipeline``, ``status``, ``channel``) and :class:`RemoteSource` for the landing. See docs/rpc.md.
 """
 
 from __future__ import annotations
 
 from ._fork import FORK_HANDLERS_OFF  # before anything imports grpc (see _fork)
-from .client import AgentClient, PutAck, RemoteSource, RemoteTake
+from .client import AgentClient, PipelinedTake, PutAck, RemoteSource, RemoteTake, TakePipeline
 from .errors import (
     AgentUnavailableError,
     AuthenticationError,
@@ -31,6 +31,7 @@ __all__ = [
     "FORK_HANDLERS_OFF",
     "InvalidRequestError",
     "LeaseExpiredError",
+    "PipelinedTake",
     "PutAck",
     "PutHandler",
     "PutResult",
@@ -40,6 +41,7 @@ __all__ = [
     "RequestTooLargeError",
     "RpcError",
     "RunningServer",
+    "TakePipeline",
     "UnknownChannelError",
     "channel_put_handler",
     "start_server",

@@ -26,13 +26,14 @@ from ..handoff import take_within_capacity
 from ..security import CLIENT_TLS_NAMES, PathArg, load_client_tls
 from .adapter import RemoteChannel
 from .errors import RequestTooLargeError, from_rpc_error
+from .pipeline import PipelinedTake, TakePipeline, decoded
 from .proto import agent_pb2 as pb
 from .proto import agent_pb2_grpc as pb_grpc
 from .remote_txn import RemoteTransaction, TxnStream
 from .server import DEFAULT_MAX_MESSAGE_BYTES, HTTP2_WINDOW_OPTIONS
 from .wire import body_bytes, fill_batch, fill_put_columns
 
-__all__ = ["AgentClient", "PutAck", "RemoteSource", "RemoteTake"]
+__all__ = ["AgentClient", "PipelinedTake", "PutAck", "RemoteSource", "RemoteTake", "TakePipeline"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,9 +254,31 @@ class AgentClient:
             raise
         return RemoteTake(txn, columns, lambda n: self.open_take(channel, n, lease_seconds))
 
+    def take_pipeline(self, channel: str, max_events: int, *, window: int = 4,
+                      lease_seconds: float = 0.0) -> TakePipeline:
+        """Pipelined takes from ``channel``: batches of up to ``max_events``, ``window`` of them in
+        flight on one stream, so the agent reads the next batches while this process works on
+        the current one. Iterate for the batches in take order; commit each
+        (:meth:`PipelinedTake.commit`, durable once it returns) in that order, a batch whose elder
+        is not committed refuses. ``close()`` (or the end of a ``with`` block) rolls back every
+        batch not committed; they are back at the head of the channel in order, as after a dead
+        client or an expired lease (one lease for the window: every commit renews it).
+
+        >>> with client.take_pipeline("events", 1000, window=4) as batches:   # doctest: +SKIP
+        ...     for batch in batches:
+        ...         if not batch.columns:
+        ...             break                # the channel is empty: the rest roll back
+        ...         write_somewhere(batch.columns)
+        ...         batch.commit()
+        """
+        return TakePipeline(self._decoding_stream, channel, max_events, window=window, lease_seconds=lease_seconds)
+
     def stream(self) -> TxnStream:
         """A new ``Transaction`` call (used by :class:`RemoteTransaction`)."""
         return TxnStream(self._stub, self._metadata, self.timeout)
+
+    def _decoding_stream(self) -> TxnStream:
+        return TxnStream(self._stub, self._metadata, self.timeout, prepare=decoded)
 
     def transaction(self, channel: str, lease_seconds: float = 0.0) -> RemoteTransaction:
         """A general remote transaction (puts or takes), opened lazily at its first operation."""

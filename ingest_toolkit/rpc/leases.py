@@ -20,14 +20,34 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from ..channel import Transaction, TxnState
 from ..errors import ChannelError
 
-__all__ = ["LeaseTable", "RemoteTxn"]
+__all__ = ["LeaseTable", "Leased", "RemoteTxn"]
 
 log = logging.getLogger("ingest_toolkit.rpc")
+
+
+class Leased(Protocol):
+    """What the :class:`LeaseTable` needs of a leased holder: a :class:`RemoteTxn`, or a take
+    window (:class:`~.window.TakeWindow`) holding several take transactions under one lease."""
+
+    channel: str
+    peer: str
+    lease_seconds: float
+    expired_at: float | None
+    expired_events: int
+
+    @property
+    def txn_id(self) -> int | str: ...
+
+    def expire_if_due(self, now: float) -> bool: ...
+
+    def cancel_stream(self) -> None: ...
+
+    def log_fields(self, *, events: int, outcome: str) -> dict[str, object]: ...
 
 
 class RemoteTxn:
@@ -44,6 +64,10 @@ class RemoteTxn:
         self.expired_at: float | None = None  # monotonic time the lease ran out (None: it did not)
         self.expired_events = 0
         self._cancel = cancel
+
+    @property
+    def txn_id(self) -> int:
+        return self.tx.txn_id
 
     def renew(self, lease_seconds: float | None = None) -> None:
         """Start a new lease from now (call with ``lock`` held)."""
@@ -95,7 +119,7 @@ class LeaseTable:
             raise ValueError(f"need 0 < default_lease ({default_lease}) <= max_lease ({max_lease})")
         self.default_lease, self.max_lease = default_lease, max_lease
         self._cancel_after, self._tick = cancel_after, tick
-        self._txns: set[RemoteTxn] = set()
+        self._txns: set[Leased] = set()
         self._guard = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -107,7 +131,7 @@ class LeaseTable:
             raise ValueError(f"lease_seconds must be a finite number >= 0, got {requested}")
         return min(requested or self.default_lease, self.max_lease)
 
-    def add(self, txn: RemoteTxn, *, limit: int | None = None) -> bool:
+    def add(self, txn: Leased, *, limit: int | None = None) -> bool:
         """Register ``txn``; with ``limit``, only while fewer than ``limit`` are registered (the
         check and the add are one step under the lock, so concurrent begins cannot overshoot)."""
         with self._guard:
@@ -116,7 +140,7 @@ class LeaseTable:
             self._txns.add(txn)
             return True
 
-    def remove(self, txn: RemoteTxn) -> None:
+    def remove(self, txn: Leased) -> None:
         with self._guard:
             self._txns.discard(txn)
 
@@ -147,11 +171,11 @@ class LeaseTable:
             for txn in txns:
                 self._check(txn, now)
 
-    def _check(self, txn: RemoteTxn, now: float) -> None:
+    def _check(self, txn: Leased, now: float) -> None:
         if txn.expire_if_due(now):
             self.expired_total += 1
             log.warning("lease of %.3gs expired: rolled back remote transaction %s on channel %s "
-                        "(%d events back at the head) held by %s", txn.lease_seconds, txn.tx.txn_id,
+                        "(%d events back at the head) held by %s", txn.lease_seconds, txn.txn_id,
                         txn.channel, txn.expired_events, txn.peer,
                         extra=txn.log_fields(events=txn.expired_events, outcome="expired"))
         elif txn.expired_at is not None and now - txn.expired_at > self._cancel_after:

@@ -38,12 +38,13 @@ class TxnStream:
     agent roll the transaction back.
     """
 
-    def __init__(self, stub: Any, metadata: Sequence[tuple[str, str]], timeout: float | None = None) -> None:
+    def __init__(self, stub: Any, metadata: Sequence[tuple[str, str]], timeout: float | None = None, *,
+                 prepare: Callable[[pb.TxnResponse], Any] | None = None) -> None:
         self.timeout = timeout
         self._requests: queue.SimpleQueue[pb.TxnRequest | None] = queue.SimpleQueue()
         self._responses: Any = stub.Transaction(iter(self._requests.get, None), metadata=metadata)
-        self._answers: queue.SimpleQueue[pb.TxnResponse | grpc.RpcError | None] = queue.SimpleQueue()
-        threading.Thread(target=_pump, args=(self._responses, self._answers), name="txn-stream-reader",
+        self._answers: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        threading.Thread(target=_pump, args=(self._responses, self._answers, prepare), name="txn-stream-reader",
                          daemon=True).start()
         # A transaction dropped without commit or rollback must not leave gRPC's request-feeding
         # thread blocked on the queue forever (the agent rolls back when its lease runs out).
@@ -54,6 +55,12 @@ class TxnStream:
 
     def recv(self, what: str) -> pb.TxnResponse:
         """The next response; a broken call raises the toolkit error it stands for."""
+        answer: pb.TxnResponse = self.recv_any(what)
+        return answer
+
+    def recv_any(self, what: str) -> Any:
+        """:meth:`recv` of a stream made with ``prepare``: the next response as ``prepare`` made it
+        (on the reader thread, so that work overlaps the caller's)."""
         try:
             answer = self._answers.get(timeout=self.timeout)
         except queue.Empty:
@@ -84,11 +91,13 @@ class _StreamEnded(RemoteError):
     """The agent ended the stream where an answer was expected."""
 
 
-def _pump(responses: Any, answers: queue.SimpleQueue[pb.TxnResponse | grpc.RpcError | None]) -> None:
-    """Move the call's responses into ``answers``; None marks the end of the stream."""
+def _pump(responses: Any, answers: queue.SimpleQueue[Any],
+          prepare: Callable[[pb.TxnResponse], Any] | None = None) -> None:
+    """Move the call's responses (each through ``prepare``, if given) into ``answers``; None
+    marks the end of the stream."""
     try:
         for response in responses:
-            answers.put(response)
+            answers.put(response if prepare is None else prepare(response))
     except grpc.RpcError as err:
         answers.put(err)
         return

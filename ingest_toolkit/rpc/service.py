@@ -12,8 +12,9 @@ on it; a refused one is INVALID_ARGUMENT (inside a transaction: a ``Failure`` th
 transaction open) and one WARNING line naming the peer and the field, never a traceback.
 
 Metrics: ``observe(op, channel, seconds)``, when given, is called for every ``take`` request
-(taking from the channel and filling the response chunks; sending them is not included) with
-op ``"take"``, and for every commit of a take transaction with op ``"commit"``.
+(taking from the channel and filling the response chunks; sending them is not included) and
+every batch a take window takes, with op ``"take"``, and for every commit of a take transaction
+(a window's batches included) with op ``"commit"``.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from typing import Any, NoReturn
 import grpc
 
 from ..channel import EventColumns, FileChannel, TxnKind, TxnState
+from ..channel import Transaction as ChannelTransaction  # the name Transaction is the RPC method here
 from ..channel.checkpoint import read_checkpoint_meta
 from ..channel.tools.health import observe_channel
-from ..errors import CheckpointInvalid, IngestError
+from ..errors import CheckpointInvalid, IngestError, TransactionCapacityError
 from ..security import bearer_ok
 from .edge import check_put, check_status, check_txn_request
 from .errors import (
@@ -46,6 +48,7 @@ from .handlers import PutHandler
 from .leases import LeaseTable, RemoteTxn
 from .proto import agent_pb2 as pb
 from .proto import agent_pb2_grpc as pb_grpc
+from .window import MAX_WINDOW, TakeResponses, TakeWindow
 from .wire import CHUNK_BYTES, column_chunks, fill_columns, payload_chunks
 
 __all__ = ["AgentService", "Observer"]
@@ -153,7 +156,11 @@ class AgentService(pb_grpc.AgentServicer):
     def Transaction(self, requests: Iterator[pb.TxnRequest | InvalidRequestError],  # noqa: N802
                     context: grpc.ServicerContext) -> Iterator[pb.TxnResponse]:
         self._authorize(context, "Transaction")
-        remote, channel_id, take = self._begin(requests, context)
+        begin = self._first(requests, context)
+        if begin.window and begin.take:
+            yield from self._serve_window(begin, requests, context)
+            return
+        remote, channel_id, take = self._begin(begin, context)
         current = [remote]  # the stream's transaction: a commit with take_next replaces it
         context.add_callback(lambda: current[0].abandon())  # runs however the call ends, on a gRPC thread
         try:
@@ -207,15 +214,70 @@ class AgentService(pb_grpc.AgentServicer):
             return None
         return following
 
-    def _begin(self, requests: Iterator[pb.TxnRequest | InvalidRequestError],
-               context: grpc.ServicerContext) -> tuple[RemoteTxn, bytes, int]:
-        """Open the transaction the first request asks for; any problem aborts the call."""
+    def _first(self, requests: Iterator[pb.TxnRequest | InvalidRequestError],
+               context: grpc.ServicerContext) -> pb.Begin:
+        """The stream's first request, which must be a valid ``begin``; else the call is aborted."""
         try:
             first = next(requests, None)
             if first is None or check_txn_request(first).op != "begin":
                 raise InvalidRequestError("a transaction stream must start with a begin request")
             assert isinstance(first, pb.TxnRequest)  # check_txn_request raised any refusal
-            begin = first.begin
+        except Exception as err:
+            _abort(context, err, "begin transaction")
+        return first.begin
+
+    def _serve_window(self, begin: pb.Begin, requests: Iterator[pb.TxnRequest | InvalidRequestError],
+                      context: grpc.ServicerContext) -> Iterator[pb.TxnResponse]:
+        """A take window (``Begin.window``, :mod:`.window`): its batches sent ahead, then one
+        commit (of the oldest), rollback or extend per request. A commit's ``ended`` is sent before
+        the batch that replaces it is read, so the client goes on while the agent reads."""
+        try:
+            channel = self._channel(begin.channel)
+            capacity = channel.config.transaction_capacity
+            if begin.take > capacity:
+                raise TransactionCapacityError(capacity=capacity, requested=begin.take)
+            window = TakeWindow(channel, self._take_responses(begin.payloads), observe=self._observe,
+                                name=begin.channel,
+                                size=min(begin.window, MAX_WINDOW), batch=begin.take,
+                                lease_seconds=self.leases.lease_for(begin.lease_seconds),
+                                lease_for=self.leases.lease_for, peer=context.peer(), cancel=context.cancel)
+            if not self.leases.add(window, limit=self.max_open_transactions):
+                raise AgentUnavailableError(
+                    f"the agent already has {self.max_open_transactions} open remote transactions "
+                    "(max_open_transactions); end some, or retry later")
+        except Exception as err:
+            _abort(context, err, "begin take window")
+        context.add_callback(window.abandon)  # runs however the call ends, on a gRPC thread
+        try:
+            yield pb.TxnResponse(begun=pb.Begun(channel_id=channel.channel_id, lease_seconds=window.lease_seconds,
+                                                window=window.size))
+            for batch in window.fill():
+                yield from batch
+                if window.ended:
+                    return
+            for request in requests:
+                for part in window.serve(request):
+                    yield from part
+                if window.ended:
+                    return
+        except grpc.RpcError:
+            log.info("client %s left take window %s on %s; rolling back %d events", window.peer, window.txn_id,
+                     window.channel, window.count)
+        finally:
+            self.leases.remove(window)
+            window.abandon()
+
+    def _take_responses(self, payloads: bool) -> TakeResponses:
+        """Take into a transaction and build the chunks, as a ``take`` request does."""
+
+        def take(tx: ChannelTransaction, n: int) -> list[pb.TxnResponse]:
+            return self._take_payloads(*tx.take_payloads(n)) if payloads else self._take(tx.take_columns(n))
+
+        return take
+
+    def _begin(self, begin: pb.Begin, context: grpc.ServicerContext) -> tuple[RemoteTxn, bytes, int]:
+        """Open the transaction ``begin`` asks for; any problem aborts the call."""
+        try:
             channel = self._channel(begin.channel)
             lease = self.leases.lease_for(begin.lease_seconds)
             remote = RemoteTxn(channel.transaction(), channel=begin.channel, lease_seconds=lease,

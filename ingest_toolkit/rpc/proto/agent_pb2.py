@@ -24,15 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$ingest_toolkit/rpc/proto/agent.proto\x12\x17ingest_toolkit.agent.v1\"\x7f\n\nEventBatch\x12\x0e\n\x06\x62odies\x18\x01 \x03(\x0c\x12\x0c\n\x04seqs\x18\x02 \x03(\x04\x12\x15\n\rheader_counts\x18\x03 \x03(\r\x12\x13\n\x0bheader_keys\x18\x04 \x03(\t\x12\x15\n\rheader_values\x18\x05 \x03(\t\x12\x10\n\x08payloads\x18\x06 \x03(\x0c\"d\n\nPutRequest\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x10\n\x08\x62\x61tch_id\x18\x02 \x01(\t\x12\x33\n\x06\x65vents\x18\x03 \x01(\x0b\x32#.ingest_toolkit.agent.v1.EventBatch\"?\n\x06PutAck\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x04\x12\x11\n\tduplicate\x18\x02 \x01(\x08\x12\x10\n\x08\x63hannels\x18\x03 \x03(\t\"\xbb\x02\n\nTxnRequest\x12/\n\x05\x62\x65gin\x18\x01 \x01(\x0b\x32\x1e.ingest_toolkit.agent.v1.BeginH\x00\x12\x32\n\x03put\x18\x02 \x01(\x0b\x32#.ingest_toolkit.agent.v1.EventBatchH\x00\x12-\n\x04take\x18\x03 \x01(\x0b\x32\x1d.ingest_toolkit.agent.v1.TakeH\x00\x12\x31\n\x06\x65xtend\x18\x04 \x01(\x0b\x32\x1f.ingest_toolkit.agent.v1.ExtendH\x00\x12.\n\x06\x63ommit\x18\x05 \x01(\x0b\x32\x1c.ingest_toolkit.agent.v1.EndH\x00\x12\x30\n\x08rollback\x18\x06 \x01(\x0b\x32\x1c.ingest_toolkit.agent.v1.EndH\x00\x42\x04\n\x02op\"O\n\x05\x42\x65gin\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x15\n\rlease_seconds\x18\x02 \x01(\x01\x12\x0c\n\x04take\x18\x03 \x01(\r\x12\x10\n\x08payloads\x18\x04 \x01(\x08\"\x1a\n\x04Take\x12\x12\n\nmax_events\x18\x01 \x01(\r\"\x1f\n\x06\x45xtend\x12\x15\n\rlease_seconds\x18\x01 \x01(\x01\"\x18\n\x03\x45nd\x12\x11\n\ttake_next\x18\x01 \x01(\r\"\xcc\x02\n\x0bTxnResponse\x12/\n\x05\x62\x65gun\x18\x01 \x01(\x0b\x32\x1e.ingest_toolkit.agent.v1.BegunH\x00\x12/\n\x03put\x18\x02 \x01(\x0b\x32 .ingest_toolkit.agent.v1.PutDoneH\x00\x12\x34\n\x05\x63hunk\x18\x03 \x01(\x0b\x32#.ingest_toolkit.agent.v1.EventChunkH\x00\x12\x35\n\x08\x65xtended\x18\x04 \x01(\x0b\x32!.ingest_toolkit.agent.v1.ExtendedH\x00\x12/\n\x05\x65nded\x18\x05 \x01(\x0b\x32\x1e.ingest_toolkit.agent.v1.EndedH\x00\x12\x33\n\x07\x66\x61ilure\x18\x06 \x01(\x0b\x32 .ingest_toolkit.agent.v1.FailureH\x00\x42\x08\n\x06result\"2\n\x05\x42\x65gun\x12\x12\n\nchannel_id\x18\x01 \x01(\x0c\x12\x15\n\rlease_seconds\x18\x02 \x01(\x01\"+\n\x07PutDone\x12\x11\n\tfirst_seq\x18\x01 \x01(\x04\x12\r\n\x05\x63ount\x18\x02 \x01(\r\"O\n\nEventChunk\x12\x33\n\x06\x65vents\x18\x01 \x01(\x0b\x32#.ingest_toolkit.agent.v1.EventBatch\x12\x0c\n\x04last\x18\x02 \x01(\x08\"!\n\x08\x45xtended\x12\x15\n\rlease_seconds\x18\x01 \x01(\x01\"9\n\x05\x45nded\x12\x30\n\x05state\x18\x01 \x01(\x0e\x32!.ingest_toolkit.agent.v1.TxnState\"|\n\x07\x46\x61ilure\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x12\n\nattrs_json\x18\x04 \x01(\t\x12\x30\n\x05state\x18\x05 \x01(\x0e\x32!.ingest_toolkit.agent.v1.TxnState\" \n\rStatusRequest\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\"\"\n\x0bStatusReply\x12\x13\n\x0bstatus_json\x18\x01 \x01(\t*\x84\x01\n\x08TxnState\x12\x19\n\x15TXN_STATE_UNSPECIFIED\x10\x00\x12\x12\n\x0eTXN_STATE_OPEN\x10\x01\x12\x17\n\x13TXN_STATE_COMMITTED\x10\x02\x12\x19\n\x15TXN_STATE_ROLLED_BACK\x10\x03\x12\x15\n\x11TXN_STATE_UNKNOWN\x10\x04\x32\xe1\x02\n\x05\x41gent\x12K\n\x03Put\x12#.ingest_toolkit.agent.v1.PutRequest\x1a\x1f.ingest_toolkit.agent.v1.PutAck\x12U\n\tPutStream\x12#.ingest_toolkit.agent.v1.PutRequest\x1a\x1f.ingest_toolkit.agent.v1.PutAck(\x01\x30\x01\x12\\\n\x0bTransaction\x12#.ingest_toolkit.agent.v1.TxnRequest\x1a$.ingest_toolkit.agent.v1.TxnResponse(\x01\x30\x01\x12V\n\x06Status\x12&.ingest_toolkit.agent.v1.StatusRequest\x1a$.ingest_toolkit.agent.v1.StatusReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$ingest_toolkit/rpc/proto/agent.proto\x12\x17ingest_toolkit.agent.v1\"\x7f\n\nEventBatch\x12\x0e\n\x06\x62odies\x18\x01 \x03(\x0c\x12\x0c\n\x04seqs\x18\x02 \x03(\x04\x12\x15\n\rheader_counts\x18\x03 \x03(\r\x12\x13\n\x0bheader_keys\x18\x04 \x03(\t\x12\x15\n\rheader_values\x18\x05 \x03(\t\x12\x10\n\x08payloads\x18\x06 \x03(\x0c\"d\n\nPutRequest\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x10\n\x08\x62\x61tch_id\x18\x02 \x01(\t\x12\x33\n\x06\x65vents\x18\x03 \x01(\x0b\x32#.ingest_toolkit.agent.v1.EventBatch\"?\n\x06PutAck\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x04\x12\x11\n\tduplicate\x18\x02 \x01(\x08\x12\x10\n\x08\x63hannels\x18\x03 \x03(\t\"\xbb\x02\n\nTxnRequest\x12/\n\x05\x62\x65gin\x18\x01 \x01(\x0b\x32\x1e.ingest_toolkit.agent.v1.BeginH\x00\x12\x32\n\x03put\x18\x02 \x01(\x0b\x32#.ingest_toolkit.agent.v1.EventBatchH\x00\x12-\n\x04take\x18\x03 \x01(\x0b\x32\x1d.ingest_toolkit.agent.v1.TakeH\x00\x12\x31\n\x06\x65xtend\x18\x04 \x01(\x0b\x32\x1f.ingest_toolkit.agent.v1.ExtendH\x00\x12.\n\x06\x63ommit\x18\x05 \x01(\x0b\x32\x1c.ingest_toolkit.agent.v1.EndH\x00\x12\x30\n\x08rollback\x18\x06 \x01(\x0b\x32\x1c.ingest_toolkit.agent.v1.EndH\x00\x42\x04\n\x02op\"_\n\x05\x42\x65gin\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x15\n\rlease_seconds\x18\x02 \x01(\x01\x12\x0c\n\x04take\x18\x03 \x01(\r\x12\x10\n\x08payloads\x18\x04 \x01(\x08\x12\x0e\n\x06window\x18\x05 \x01(\r\"\x1a\n\x04Take\x12\x12\n\nmax_events\x18\x01 \x01(\r\"\x1f\n\x06\x45xtend\x12\x15\n\rlease_seconds\x18\x01 \x01(\x01\"\x18\n\x03\x45nd\x12\x11\n\ttake_next\x18\x01 \x01(\r\"\xcc\x02\n\x0bTxnResponse\x12/\n\x05\x62\x65gun\x18\x01 \x01(\x0b\x32\x1e.ingest_toolkit.agent.v1.BegunH\x00\x12/\n\x03put\x18\x02 \x01(\x0b\x32 .ingest_toolkit.agent.v1.PutDoneH\x00\x12\x34\n\x05\x63hunk\x18\x03 \x01(\x0b\x32#.ingest_toolkit.agent.v1.EventChunkH\x00\x12\x35\n\x08\x65xtended\x18\x04 \x01(\x0b\x32!.ingest_toolkit.agent.v1.ExtendedH\x00\x12/\n\x05\x65nded\x18\x05 \x01(\x0b\x32\x1e.ingest_toolkit.agent.v1.EndedH\x00\x12\x33\n\x07\x66\x61ilure\x18\x06 \x01(\x0b\x32 .ingest_toolkit.agent.v1.FailureH\x00\x42\x08\n\x06result\"B\n\x05\x42\x65gun\x12\x12\n\nchannel_id\x18\x01 \x01(\x0c\x12\x15\n\rlease_seconds\x18\x02 \x01(\x01\x12\x0e\n\x06window\x18\x03 \x01(\r\"+\n\x07PutDone\x12\x11\n\tfirst_seq\x18\x01 \x01(\x04\x12\r\n\x05\x63ount\x18\x02 \x01(\r\"O\n\nEventChunk\x12\x33\n\x06\x65vents\x18\x01 \x01(\x0b\x32#.ingest_toolkit.agent.v1.EventBatch\x12\x0c\n\x04last\x18\x02 \x01(\x08\"!\n\x08\x45xtended\x12\x15\n\rlease_seconds\x18\x01 \x01(\x01\"9\n\x05\x45nded\x12\x30\n\x05state\x18\x01 \x01(\x0e\x32!.ingest_toolkit.agent.v1.TxnState\"|\n\x07\x46\x61ilure\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x12\n\nattrs_json\x18\x04 \x01(\t\x12\x30\n\x05state\x18\x05 \x01(\x0e\x32!.ingest_toolkit.agent.v1.TxnState\" \n\rStatusRequest\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\"\"\n\x0bStatusReply\x12\x13\n\x0bstatus_json\x18\x01 \x01(\t*\x84\x01\n\x08TxnState\x12\x19\n\x15TXN_STATE_UNSPECIFIED\x10\x00\x12\x12\n\x0eTXN_STATE_OPEN\x10\x01\x12\x17\n\x13TXN_STATE_COMMITTED\x10\x02\x12\x19\n\x15TXN_STATE_ROLLED_BACK\x10\x03\x12\x15\n\x11TXN_STATE_UNKNOWN\x10\x04\x32\xe1\x02\n\x05\x41gent\x12K\n\x03Put\x12#.ingest_toolkit.agent.v1.PutRequest\x1a\x1f.ingest_toolkit.agent.v1.PutAck\x12U\n\tPutStream\x12#.ingest_toolkit.agent.v1.PutRequest\x1a\x1f.ingest_toolkit.agent.v1.PutAck(\x01\x30\x01\x12\\\n\x0bTransaction\x12#.ingest_toolkit.agent.v1.TxnRequest\x1a$.ingest_toolkit.agent.v1.TxnResponse(\x01\x30\x01\x12V\n\x06Status\x12&.ingest_toolkit.agent.v1.StatusRequest\x1a$.ingest_toolkit.agent.v1.StatusReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ingest_toolkit.rpc.proto.agent_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TXNSTATE']._serialized_start=1651
-  _globals['_TXNSTATE']._serialized_end=1783
+  _globals['_TXNSTATE']._serialized_start=1683
+  _globals['_TXNSTATE']._serialized_end=1815
   _globals['_EVENTBATCH']._serialized_start=65
   _globals['_EVENTBATCH']._serialized_end=192
   _globals['_PUTREQUEST']._serialized_start=194
@@ -42,31 +42,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TXNREQUEST']._serialized_start=362
   _globals['_TXNREQUEST']._serialized_end=677
   _globals['_BEGIN']._serialized_start=679
-  _globals['_BEGIN']._serialized_end=758
-  _globals['_TAKE']._serialized_start=760
-  _globals['_TAKE']._serialized_end=786
-  _globals['_EXTEND']._serialized_start=788
-  _globals['_EXTEND']._serialized_end=819
-  _globals['_END']._serialized_start=821
-  _globals['_END']._serialized_end=845
-  _globals['_TXNRESPONSE']._serialized_start=848
-  _globals['_TXNRESPONSE']._serialized_end=1180
-  _globals['_BEGUN']._serialized_start=1182
-  _globals['_BEGUN']._serialized_end=1232
-  _globals['_PUTDONE']._serialized_start=1234
-  _globals['_PUTDONE']._serialized_end=1277
-  _globals['_EVENTCHUNK']._serialized_start=1279
-  _globals['_EVENTCHUNK']._serialized_end=1358
-  _globals['_EXTENDED']._serialized_start=1360
-  _globals['_EXTENDED']._serialized_end=1393
-  _globals['_ENDED']._serialized_start=1395
-  _globals['_ENDED']._serialized_end=1452
-  _globals['_FAILURE']._serialized_start=1454
-  _globals['_FAILURE']._serialized_end=1578
-  _globals['_STATUSREQUEST']._serialized_start=1580
-  _globals['_STATUSREQUEST']._serialized_end=1612
-  _globals['_STATUSREPLY']._serialized_start=1614
-  _globals['_STATUSREPLY']._serialized_end=1648
-  _globals['_AGENT']._serialized_start=1786
-  _globals['_AGENT']._serialized_end=2139
+  _globals['_BEGIN']._serialized_end=774
+  _globals['_TAKE']._serialized_start=776
+  _globals['_TAKE']._serialized_end=802
+  _globals['_EXTEND']._serialized_start=804
+  _globals['_EXTEND']._serialized_end=835
+  _globals['_END']._serialized_start=837
+  _globals['_END']._serialized_end=861
+  _globals['_TXNRESPONSE']._serialized_start=864
+  _globals['_TXNRESPONSE']._serialized_end=1196
+  _globals['_BEGUN']._serialized_start=1198
+  _globals['_BEGUN']._serialized_end=1264
+  _globals['_PUTDONE']._serialized_start=1266
+  _globals['_PUTDONE']._serialized_end=1309
+  _globals['_EVENTCHUNK']._serialized_start=1311
+  _globals['_EVENTCHUNK']._serialized_end=1390
+  _globals['_EXTENDED']._serialized_start=1392
+  _globals['_EXTENDED']._serialized_end=1425
+  _globals['_ENDED']._serialized_start=1427
+  _globals['_ENDED']._serialized_end=1484
+  _globals['_FAILURE']._serialized_start=1486
+  _globals['_FAILURE']._serialized_end=1610
+  _globals['_STATUSREQUEST']._serialized_start=1612
+  _globals['_STATUSREQUEST']._serialized_end=1644
+  _globals['_STATUSREPLY']._serialized_start=1646
+  _globals['_STATUSREPLY']._serialized_end=1680
+  _globals['_AGENT']._serialized_start=1818
+  _globals['_AGENT']._serialized_end=2171
 # @@protoc_insertion_point(module_scope)

@@ -73,16 +73,18 @@ class TxnRequest(_message.Message):
     def __init__(self, begin: _Optional[_Union[Begin, _Mapping]] = ..., put: _Optional[_Union[EventBatch, _Mapping]] = ..., take: _Optional[_Union[Take, _Mapping]] = ..., extend: _Optional[_Union[Extend, _Mapping]] = ..., commit: _Optional[_Union[End, _Mapping]] = ..., rollback: _Optional[_Union[End, _Mapping]] = ...) -> None: ...
 
 class Begin(_message.Message):
-    __slots__ = ("channel", "lease_seconds", "take", "payloads")
+    __slots__ = ("channel", "lease_seconds", "take", "payloads", "window")
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     TAKE_FIELD_NUMBER: _ClassVar[int]
     PAYLOADS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
     channel: str
     lease_seconds: float
     take: int
     payloads: bool
-    def __init__(self, channel: _Optional[str] = ..., lease_seconds: _Optional[float] = ..., take: _Optional[int] = ..., payloads: _Optional[bool] = ...) -> None: ...
+    window: int
+    def __init__(self, channel: _Optional[str] = ..., lease_seconds: _Optional[float] = ..., take: _Optional[int] = ..., payloads: _Optional[bool] = ..., window: _Optional[int] = ...) -> None: ...
 
 class Take(_message.Message):
     __slots__ = ("max_events",)
@@ -119,12 +121,14 @@ class TxnResponse(_message.Message):
     def __init__(self, begun: _Optional[_Union[Begun, _Mapping]] = ..., put: _Optional[_Union[PutDone, _Mapping]] = ..., chunk: _Optional[_Union[EventChunk, _Mapping]] = ..., extended: _Optional[_Union[Extended, _Mapping]] = ..., ended: _Optional[_Union[Ended, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ...) -> None: ...
 
 class Begun(_message.Message):
-    __slots__ = ("channel_id", "lease_seconds")
+    __slots__ = ("channel_id", "lease_seconds", "window")
     CHANNEL_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
     channel_id: bytes
     lease_seconds: float
-    def __init__(self, channel_id: _Optional[bytes] = ..., lease_seconds: _Optional[float] = ...) -> None: ...
+    window: int
+    def __init__(self, channel_id: _Optional[bytes] = ..., lease_seconds: _Optional[float] = ..., window: _Optional[int] = ...) -> None: ...
 
 class PutDone(_message.Message):
     __slots__ = ("first_seq", "count")
