@@ -41,6 +41,7 @@ Each stage keeps its own errors in one module, under the same root::
     ├── RpcError                           rpc.errors: what the agent's API answers
     │   ├── AgentUnavailableError          (also a TransientError) the agent cannot be reached
     │   ├── AuthenticationError            missing or wrong token
+    │   ├── ForwardedChannelError          a take from a channel a sink group of the agent empties
     │   ├── InvalidRequestError            a request field out of range (named)
     │   ├── RequestTooLargeError           above the message size limit
     │   ├── UnknownChannelError            no such channel on that agent

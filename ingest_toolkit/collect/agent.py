@@ -244,7 +244,9 @@ class Agent:
         def put(channel: str | None, events: EventColumns, batch_id: str | None) -> PutResult:
             return pipeline.put_batch(events, batch_id=batch_id, channel=channel)
 
-        self.service = AgentService(self.channels, put, token=token,
+        forwarded = {name: group_name for group_name, group in self.sink_groups.items()
+                     for name, channel in self.channels.items() if channel is group.channel}
+        self.service = AgentService(self.channels, put, token=token, forwarded=forwarded,
                                     default_lease_seconds=grpc_settings.default_lease_seconds,
                                     max_lease_seconds=grpc_settings.max_lease_seconds,
                                     max_open_transactions=grpc_settings.max_open_transactions,

@@ -12,6 +12,7 @@ from .client import AgentClient, PipelinedTake, PutAck, RemoteSource, RemoteTake
 from .errors import (
     AgentUnavailableError,
     AuthenticationError,
+    ForwardedChannelError,
     InvalidRequestError,
     LeaseExpiredError,
     RemoteError,
@@ -28,6 +29,7 @@ __all__ = [
     "AgentService",
     "AgentUnavailableError",
     "AuthenticationError",
+    "ForwardedChannelError",
     "FORK_HANDLERS_OFF",
     "InvalidRequestError",
     "LeaseExpiredError",

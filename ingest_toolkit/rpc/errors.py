@@ -33,6 +33,7 @@ __all__ = [
     "AgentUnavailableError",
     "AuthenticationError",
     "ErrorInfo",
+    "ForwardedChannelError",
     "InvalidRequestError",
     "LeaseExpiredError",
     "RemoteError",
@@ -79,6 +80,19 @@ class InvalidRequestError(RpcError):
         super().__init__(message)
 
 
+class ForwardedChannelError(RpcError):
+    """A take through the API from a channel that a sink group of the agent empties."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+    @classmethod
+    def of(cls, *, channel: str, group: str) -> ForwardedChannelError:
+        return cls(f"channel {channel} is emptied by sink group {group} of this agent, which forwards it: a take "
+                   "through the agent's API would take events of the batches the group has in flight and break its "
+                   "exactly-once; take from the agent it forwards to, or remove the sink group")
+
+
 class LeaseExpiredError(RpcError, TransactionError):
     def __init__(self, *, lease_seconds: float, events: int) -> None:
         super().__init__(
@@ -100,6 +114,7 @@ _CODES: Final[list[tuple[type[BaseException], grpc.StatusCode]]] = [
     (UnknownChannelError, _S.NOT_FOUND),
     (AuthenticationError, _S.UNAUTHENTICATED),
     (LeaseExpiredError, _S.FAILED_PRECONDITION),
+    (ForwardedChannelError, _S.FAILED_PRECONDITION),
     (RequestTooLargeError, _S.RESOURCE_EXHAUSTED),
     (InvalidRequestError, _S.INVALID_ARGUMENT),
     (AgentUnavailableError, _S.UNAVAILABLE),
@@ -121,7 +136,7 @@ _KINDS: Final[dict[str, type[IngestError]]] = {
     cls.__name__: cls for cls in (
         *(getattr(core, name) for name in core.__all__),
         AgentUnavailableError, AuthenticationError, UnknownChannelError, RequestTooLargeError,
-        InvalidRequestError, LeaseExpiredError, RemoteError, InvalidTagError)
+        InvalidRequestError, LeaseExpiredError, RemoteError, InvalidTagError, ForwardedChannelError)
 }
 
 

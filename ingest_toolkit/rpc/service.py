@@ -39,6 +39,7 @@ from .errors import (
     AgentUnavailableError,
     AuthenticationError,
     ErrorInfo,
+    ForwardedChannelError,
     InvalidRequestError,
     LeaseExpiredError,
     UnknownChannelError,
@@ -68,13 +69,17 @@ class AgentService(pb_grpc.AgentServicer):
 
     ``token``: bearer token every call must carry (None: no auth). Leases: ``default_lease_seconds``
     when the client asks for none, never more than ``max_lease_seconds``. ``observe``: see the
-    module's Metrics paragraph.
+    module's Metrics paragraph. ``forwarded``: channels a sink group of the agent empties (channel
+    -> group); a take from one of them is refused (ForwardedChannelError), as the group's
+    exactly-once needs it to be the channel's only consumer.
     """
 
     def __init__(self, channels: Mapping[str, FileChannel], put_handler: PutHandler, *,
+                 forwarded: Mapping[str, str] | None = None,
                  token: str | None = None, default_lease_seconds: float = 60.0,
                  max_lease_seconds: float = 3600.0, max_open_transactions: int = 48,
                  chunk_bytes: int = CHUNK_BYTES, observe: Observer | None = None) -> None:
+        self._forwarded = dict(forwarded or {})  # channel -> the sink group that empties it
         self._channels, self._put_handler, self._token = channels, put_handler, token
         self._observe = observe
         self.leases = LeaseTable(default_lease=default_lease_seconds, max_lease=max_lease_seconds)
@@ -233,6 +238,7 @@ class AgentService(pb_grpc.AgentServicer):
         the batch that replaces it is read, so the client goes on while the agent reads."""
         try:
             channel = self._channel(begin.channel)
+            self._check_takeable(begin.channel)
             capacity = channel.config.transaction_capacity
             if begin.take > capacity:
                 raise TransactionCapacityError(capacity=capacity, requested=begin.take)
@@ -279,6 +285,8 @@ class AgentService(pb_grpc.AgentServicer):
         """Open the transaction ``begin`` asks for; any problem aborts the call."""
         try:
             channel = self._channel(begin.channel)
+            if begin.take:
+                self._check_takeable(begin.channel)
             lease = self.leases.lease_for(begin.lease_seconds)
             remote = RemoteTxn(channel.transaction(), channel=begin.channel, lease_seconds=lease,
                                peer=context.peer(), cancel=context.cancel, payloads=begin.payloads)
@@ -318,6 +326,7 @@ class AgentService(pb_grpc.AgentServicer):
             seqs = tx.put_columns(checked.columns)
             return [pb.TxnResponse(put=pb.PutDone(first_seq=seqs[0] if seqs else 0, count=len(seqs)))]
         if op == "take":
+            self._check_takeable(remote.channel)
             started = time.perf_counter()
             if remote.payloads:  # passed on as stored: the client decodes them
                 responses = self._take_payloads(*tx.take_payloads(request.take.max_events))
@@ -367,6 +376,11 @@ class AgentService(pb_grpc.AgentServicer):
     def _timed(self, op: str, channel: str, started: float) -> None:
         if self._observe is not None:
             self._observe(op, channel, time.perf_counter() - started)
+
+    def _check_takeable(self, name: str) -> None:
+        group = self._forwarded.get(name)
+        if group is not None:
+            raise ForwardedChannelError.of(channel=name, group=group)
 
     def _channel(self, name: str) -> FileChannel:
         channel = self._channels.get(name)

@@ -450,3 +450,30 @@ def test_a_restarted_edge_keeps_a_batch_that_was_in_flight_with_its_sink(tmp_pat
     assert used == ["primary"] * 3
     assert sorted(_held(agg)) == sorted(f"k{i}" for i in range(20))
     channel.close()
+
+
+def test_a_take_through_the_api_from_a_forwarded_channel_is_refused(aggregator: Any, tmp_path: Path) -> None:
+    """The group must be its channel's only consumer: the edge's API refuses every form of take
+    from the channel it forwards (naming the group), and still serves puts to it and takes from
+    its other channels."""
+    from ingest_toolkit.rpc.errors import ForwardedChannelError
+
+    agg_setup, agg = aggregator
+    setup = FleetSetup(tmp_path / "edge", name="edge", grpc_port=free_port(), channels=("events", "local"),
+                       extra=forward_sink("up", agg_setup.address))
+    edge = in_process(setup)
+    client = AgentClient(setup.address)
+    try:
+        client.put([Event(b"fwd-1")], channel="events")
+        client.put([Event(b"kept-1")], channel="local")
+        for attempt in (lambda: client.open_take("events", 10),
+                        lambda: client.take_pipeline("events", 10, window=2)):
+            with pytest.raises(ForwardedChannelError, match="sink group up of this agent"):
+                with attempt() as take:
+                    list(getattr(take, "events", None) or take)
+        with client.open_take("local", 10) as take:  # the other channel is taken as before
+            assert [e.body for e in take.events] == [b"kept-1"]
+        assert wait_for(lambda: "fwd-1" in _held(agg), what="the forwarded event downstream")
+    finally:
+        client.close()
+        edge.stop()
