@@ -12,12 +12,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from ingest_toolkit.channel import FileChannel
 from ingest_toolkit.collect.agent import Agent
 from ingest_toolkit.collect.config import load_agent_config
 
 from ..agent.harness import SMALL_CHANNEL, AgentSetup
 
-__all__ = ["FleetSetup", "free_port", "forward_sink", "in_process", "wait_for"]
+__all__ = ["FleetSetup", "edge_channel", "free_port", "forward_sink", "in_process", "wait_for"]
 
 
 def free_port() -> int:
@@ -57,6 +58,12 @@ def forward_sink(name: str, address: str, *, channel: str = "events", downstream
     if downstream_channel:
         text += f'downstream_channel = "{downstream_channel}"\n'
     return text + "\n"
+
+
+def edge_channel(root: Path) -> FileChannel:
+    """A small channel under ``root`` opened in this process: the local channel of a sink group."""
+    return FileChannel(checkpoint_dir=str(root / "cp"), data_dirs=[str(root / "data")], min_free_bytes=0,
+                       preallocate_bytes=0, max_file_size=4 << 20)
 
 
 def in_process(setup: AgentSetup) -> Agent:

@@ -22,24 +22,11 @@ from ingest_toolkit.rpc.client import AgentClient
 from ingest_toolkit.rpc.errors import AgentUnavailableError
 
 from ..agent.harness import drain
-from .harness import FleetSetup, forward_sink, free_port, in_process, wait_for
+from .harness import FleetSetup, edge_channel, forward_sink, free_port, in_process, wait_for
 
 
 class Crash(BaseException):
     """Stands for the edge process dying at this point: nothing after it runs."""
-
-
-@pytest.fixture
-def aggregator(tmp_path: Path) -> Any:
-    setup = FleetSetup(tmp_path / "agg", name="agg", grpc_port=free_port())
-    agent = in_process(setup)
-    yield setup, agent
-    agent.stop()
-
-
-def _channel(root: Path) -> FileChannel:
-    return FileChannel(checkpoint_dir=str(root / "cp"), data_dirs=[str(root / "data")], min_free_bytes=0,
-                       preallocate_bytes=0, max_file_size=4 << 20)
 
 
 def _put(channel: FileChannel, bodies: list[str], headers: dict[str, str] | None = None) -> None:
@@ -118,7 +105,7 @@ def test_events_and_headers_pass_through_with_one_hop(tmp_path: Path, aggregator
 
 def test_a_lost_ack_redelivers_the_same_batch_id_and_is_stored_once(tmp_path: Path, aggregator: Any) -> None:
     agg_setup, agg = aggregator
-    channel = _channel(tmp_path / "edge")
+    channel = edge_channel(tmp_path / "edge")
     _put(channel, [f"x{i}" for i in range(50)])
     group = _group(channel, agg_setup.address, tmp_path / "state")
 
@@ -140,7 +127,7 @@ def test_a_lost_ack_redelivers_the_same_batch_id_and_is_stored_once(tmp_path: Pa
 
 def test_a_retake_after_a_failure_holds_the_same_events_though_more_arrived(tmp_path: Path, aggregator: Any) -> None:
     agg_setup, agg = aggregator
-    channel = _channel(tmp_path / "edge")
+    channel = edge_channel(tmp_path / "edge")
     _put(channel, [f"a{i}" for i in range(5)])
     group = _group(channel, agg_setup.address, tmp_path / "state")
 
@@ -164,7 +151,7 @@ def test_a_retake_after_a_failure_holds_the_same_events_though_more_arrived(tmp_
 
 def test_an_edge_crash_after_the_downstream_commit_redelivers_the_same_batch(tmp_path: Path, aggregator: Any) -> None:
     agg_setup, agg = aggregator
-    channel = _channel(tmp_path / "edge")
+    channel = edge_channel(tmp_path / "edge")
     _put(channel, [f"c{i}" for i in range(15)])  # fewer than batch_size: the retake must not take more
     group = _group(channel, agg_setup.address, tmp_path / "state", batch_size=20)
 
@@ -180,7 +167,7 @@ def test_an_edge_crash_after_the_downstream_commit_redelivers_the_same_batch(tmp
     record = json.loads(_record_file(tmp_path / "state").read_text())
     assert record["batch_id"] == first[0][0] and record["in_doubt"] == "agg"
 
-    channel = _channel(tmp_path / "edge")
+    channel = edge_channel(tmp_path / "edge")
     _put(channel, [f"d{i}" for i in range(30)])  # the restarted edge has more queued
     again = _group(channel, agg_setup.address, tmp_path / "state", batch_size=20)
     calls = _recording(again, lambda n, put: put())
@@ -195,7 +182,7 @@ def test_an_edge_crash_after_the_downstream_commit_redelivers_the_same_batch(tmp
 
 def test_the_record_of_a_batch_committed_before_a_crash_is_dropped(tmp_path: Path, aggregator: Any) -> None:
     agg_setup, agg = aggregator
-    channel = _channel(tmp_path / "edge")
+    channel = edge_channel(tmp_path / "edge")
     _put(channel, [f"e{i}" for i in range(10)])
     group = _group(channel, agg_setup.address, tmp_path / "state", batch_size=10)
     first = _recording(group, lambda n, put: put())
@@ -296,7 +283,7 @@ def _scripted(group: SinkGroup, script: Any) -> list[str]:
 
 def test_a_batch_in_doubt_stays_with_its_sink_until_it_answers(tmp_path: Path, aggregator: Any) -> None:
     agg_setup, agg = aggregator
-    channel = _channel(tmp_path / "edge")
+    channel = edge_channel(tmp_path / "edge")
     _put(channel, [f"p{i}" for i in range(20)])
     group = _pair(channel, agg_setup.address, tmp_path / "state", release=0)
     used = _scripted(group, lambda sink, n: "timeout" if sink == "primary" and n <= 5 else None)
@@ -309,7 +296,7 @@ def test_a_batch_in_doubt_stays_with_its_sink_until_it_answers(tmp_path: Path, a
 
 def test_release_in_doubt_after_lets_another_sink_take_the_batch(tmp_path: Path, aggregator: Any) -> None:
     agg_setup, agg = aggregator
-    channel = _channel(tmp_path / "edge")
+    channel = edge_channel(tmp_path / "edge")
     _put(channel, [f"r{i}" for i in range(20)])
     group = _pair(channel, agg_setup.address, tmp_path / "state", release=0.2)
     used = _scripted(group, lambda sink, n: "timeout" if sink == "primary" else None)
@@ -374,7 +361,7 @@ def test_parallel_parts_keep_their_ids_on_redelivery_and_a_partly_stored_batch_s
     from ingest_toolkit.collect.sinks import split_parts
 
     agg_setup, agg = aggregator
-    channel = _channel(tmp_path / "edge")
+    channel = edge_channel(tmp_path / "edge")
     _put(channel, [f"q{i}" for i in range(3000)])
     sinks = [Downstream(name, ForwardSinkSettings(type="forward", channel="events", address=agg_setup.address,
                                                   downstream_channel="events", batch_size=3000, linger=0,
@@ -409,7 +396,7 @@ def test_a_batch_in_doubt_stays_pinned_when_a_retry_cannot_even_connect(tmp_path
     # is certain for the retry only). The batch must wait for the primary: sending it to the
     # secondary would store it twice.
     agg_setup, agg = aggregator
-    channel = _channel(tmp_path / "edge")
+    channel = edge_channel(tmp_path / "edge")
     _put(channel, [f"d{i}" for i in range(20)])
     group = _pair(channel, agg_setup.address, tmp_path / "state", release=0)
     used = _scripted(group, lambda sink, n: None if sink != "primary" else
@@ -424,7 +411,7 @@ def test_a_batch_in_doubt_stays_pinned_when_a_retry_cannot_even_connect(tmp_path
 
 def test_a_batch_whose_first_put_cannot_connect_fails_over_at_once(tmp_path: Path, aggregator: Any) -> None:
     agg_setup, agg = aggregator
-    channel = _channel(tmp_path / "edge")
+    channel = edge_channel(tmp_path / "edge")
     _put(channel, [f"f{i}" for i in range(20)])
     group = _pair(channel, agg_setup.address, tmp_path / "state", release=0)
     used = _scripted(group, lambda sink, n: "refused" if sink == "primary" else None)
@@ -437,7 +424,7 @@ def test_a_batch_whose_first_put_cannot_connect_fails_over_at_once(tmp_path: Pat
 
 def test_a_restarted_edge_keeps_a_batch_that_was_in_flight_with_its_sink(tmp_path: Path, aggregator: Any) -> None:
     agg_setup, agg = aggregator
-    channel = _channel(tmp_path / "edge")
+    channel = edge_channel(tmp_path / "edge")
     _put(channel, [f"k{i}" for i in range(20)])
     group = _pair(channel, agg_setup.address, tmp_path / "state", release=0)
     _scripted(group, lambda sink, n: "crash")  # stored at the primary, then the edge dies before the ack

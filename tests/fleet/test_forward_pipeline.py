@@ -29,24 +29,11 @@ from ingest_toolkit.rpc.client import AgentClient
 from ingest_toolkit.rpc.errors import AgentUnavailableError
 
 from ..agent.harness import AgentProcess, drain
-from .harness import FleetSetup, forward_sink, free_port, in_process, wait_for
+from .harness import FleetSetup, edge_channel, forward_sink, free_port, wait_for
 
 _LOST_ACK = AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: Stream removed)")
 _REFUSED = AgentUnavailableError("put failed: agent unavailable (UNAVAILABLE: failed to connect to all addresses; "
                                  "Connection refused)")
-
-
-@pytest.fixture
-def aggregator(tmp_path: Path) -> Any:
-    setup = FleetSetup(tmp_path / "agg", name="agg", grpc_port=free_port())
-    agent = in_process(setup)
-    yield setup, agent
-    agent.stop()
-
-
-def _channel(root: Path) -> FileChannel:
-    return FileChannel(checkpoint_dir=str(root / "cp"), data_dirs=[str(root / "data")], min_free_bytes=0,
-                       preallocate_bytes=0, max_file_size=4 << 20)
 
 
 def _put(channel: FileChannel, bodies: list[str]) -> None:
@@ -137,7 +124,7 @@ def test_a_failure_mid_pipeline_retakes_the_later_batches_in_order_with_their_id
     # lost, or refused; the others refused) while three are in flight: the failed ones are rolled
     # back newest first and retaken oldest first, each with its recorded id and events.
     agg_setup, agg = aggregator
-    channel = _channel(tmp_path / "edge")
+    channel = edge_channel(tmp_path / "edge")
     expected = [f"m{i:02d}" for i in range(60)]
     _put(channel, expected)
     (sink,) = _sinks(agg_setup.address, ("agg",), pipeline=3)
@@ -161,7 +148,7 @@ def test_a_failure_mid_pipeline_retakes_the_later_batches_in_order_with_their_id
 def test_a_batch_acknowledged_while_an_earlier_one_fails_is_committed_and_the_earlier_one_fails_over(
         tmp_path: Path, aggregator: Any) -> None:
     agg_setup, agg = aggregator
-    channel = _channel(tmp_path / "edge")
+    channel = edge_channel(tmp_path / "edge")
     expected = [f"p{i:02d}" for i in range(30)]
     _put(channel, expected)
     sinks = _sinks(agg_setup.address, ("primary", "secondary"), pipeline=3)
@@ -230,7 +217,7 @@ def test_the_sink_take_gives_the_events_of_take_columns(tmp_path: Path, size: in
 
     if not arrow:
         monkeypatch.setattr(group_module, "_arrow_available", lambda: False)
-    channel = _channel(tmp_path / "edge")
+    channel = edge_channel(tmp_path / "edge")
     events = [Event(f"t{i}".encode() * (i % 7), {} if i % 3 else {"ingest.hops": str(i % 4), "k": f"v{i}"})
               for i in range(size)]
     with channel.transaction() as tx:
@@ -257,7 +244,7 @@ def test_the_sink_take_gives_the_events_of_take_columns(tmp_path: Path, size: in
 def test_a_partial_batch_grows_while_a_put_is_in_flight_and_a_full_one_goes_at_once(tmp_path: Path) -> None:
     from ingest_toolkit.rpc.client import PutAck
 
-    channel = _channel(tmp_path / "edge")
+    channel = edge_channel(tmp_path / "edge")
     sink = Downstream("agg", ForwardSinkSettings(type="forward", channel="events", address="127.0.0.1:9",
                                                  downstream_channel="events", batch_size=50, linger=0, pipeline=3))
     group = SinkGroup("g", channel, [sink], Failover({}, ["agg"]), tmp_path / "state", min_penalty=0.01,
