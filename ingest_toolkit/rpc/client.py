@@ -12,6 +12,7 @@ channel handles a remote one the same way.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -60,13 +61,11 @@ class RemoteTake:
                  reopen: Callable[[int], RemoteTake] | None = None) -> None:
         self._txn, self.columns, self._reopen = txn, columns, reopen
         self.channel_id: bytes = txn.channel_id
-        self._events: list[Event] | None = None
 
-    @property
+    @functools.cached_property
     def events(self) -> list[Event]:
-        if self._events is None:
-            self._events = self.columns.events()
-        return self._events
+        """``columns`` as Event objects, made on first use."""
+        return self.columns.events()
 
     @property
     def state(self) -> TxnState:

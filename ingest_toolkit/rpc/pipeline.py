@@ -14,6 +14,7 @@ newest first).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -52,13 +53,11 @@ class PipelinedTake:
         self._pipeline, self.index, self.columns = pipeline, index, columns
         self.channel_id: bytes = pipeline.channel_id
         self.state = TxnState.OPEN
-        self._events: list[Event] | None = None
 
-    @property
+    @functools.cached_property
     def events(self) -> list[Event]:
-        if self._events is None:
-            self._events = self.columns.events()
-        return self._events
+        """``columns`` as Event objects, made on first use."""
+        return self.columns.events()
 
     def commit(self) -> None:
         """Commit this batch (durable once this returns); refused while an older one is open.
