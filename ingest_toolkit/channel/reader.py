@@ -196,14 +196,8 @@ class EventReader:
         file = self._file(log_id)
         start, end = self._run_of(file, log_id, offset)
         plain = self._run_plaintext(file, log_id, start, end)
-        limit, prev, j = fmt.make_pointer(log_id, end - _RUN_TAIL), pointers[i], i + 1
-        while j < n:
-            p = pointers[j]
-            if p <= prev or p >= limit:
-                break
-            prev = p
-            j += 1
-        return file.path, plain, start + _HEAD, j
+        run_end = fmt.make_pointer(log_id, end - _RUN_TAIL)  # the PUT frames of the run lie below
+        return file.path, plain, start + _HEAD, _increasing_below(pointers, i, n, run_end)
 
     def _run_of(self, file: File, log_id: int, offset: int) -> tuple[int, int]:
         """``(start, end)`` of the RUN frame whose PUT frames hold ``offset``. When the frame there
@@ -544,10 +538,14 @@ def _checked_payload(path: str, buf: bytes, view: memoryview, pos: int, start: i
 def _run_end(pointers: list[int], i: int) -> int:
     """End (exclusive) of the run starting at ``i``: same log, increasing, within _RUN_LIMIT."""
     first = pointers[i]
-    prev = first
-    # Below the next log's first pointer and above ``prev`` (>= first): in the same log.
+    # Below the next log's first pointer and above the one before (>= first): in the same log.
     limit = min(first + _RUN_LIMIT, fmt.make_pointer(fmt.pointer_log_id(first) + 1, 0))
-    j, n = i + 1, len(pointers)
+    return _increasing_below(pointers, i, len(pointers), limit)
+
+
+def _increasing_below(pointers: list[int], i: int, n: int, limit: int) -> int:
+    """End (exclusive, at most ``n``) of the pointers from ``i`` on that increase and stay below ``limit``."""
+    prev, j = pointers[i], i + 1
     while j < n:
         p = pointers[j]
         if p <= prev or p >= limit:
