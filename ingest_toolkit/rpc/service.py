@@ -24,6 +24,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import closing
 from typing import Any, NoReturn
 
 import grpc
@@ -47,6 +48,7 @@ from .errors import (
 )
 from .handlers import PutHandler
 from .leases import LeaseTable, RemoteTxn
+from .ordered import ItemFailed, apply_in_order
 from .proto import agent_pb2 as pb
 from .proto import agent_pb2_grpc as pb_grpc
 from .window import MAX_WINDOW, TakeResponses, TakeWindow
@@ -103,22 +105,28 @@ class AgentService(pb_grpc.AgentServicer):
 
     def PutStream(self, requests: Iterator[pb.PutRequest | InvalidRequestError],  # noqa: N802
                   context: grpc.ServicerContext) -> Iterator[pb.PutAck]:
-        """Each batch committed and acknowledged before the next is read: the order of the
-        stream is the order of the commits. The first failure ends the stream (``_put`` aborts)."""
+        """Each batch committed, then acknowledged, in the order of the stream; the next batches
+        are received while one commits (:mod:`.ordered`: a thread reads, one commits, this one
+        sends the acks). The first failure ends the stream: nothing received after it is stored."""
         self._authorize(context, "PutStream")
-        for request in requests:
-            yield self._put(request, context)
+        try:
+            with closing(apply_in_order(requests, self._store, name="put-stream")) as acks:
+                yield from acks
+        except ItemFailed as failed:
+            _abort(context, failed.error, _put_what(failed.item))
 
     def _put(self, request: pb.PutRequest | InvalidRequestError, context: grpc.ServicerContext) -> pb.PutAck:
-        what = "put" if isinstance(request, InvalidRequestError) else (
-            f"put into {request.channel or 'the default pipeline'}")
         try:
-            put = check_put(request)
-            if put.channel is not None:
-                self._channel(put.channel)
-            result = self._put_handler(put.channel, put.columns, put.batch_id)
+            return self._store(request)
         except Exception as err:  # every failure becomes a precise status
-            _abort(context, err, what)
+            _abort(context, err, _put_what(request))
+
+    def _store(self, request: pb.PutRequest | InvalidRequestError) -> pb.PutAck:
+        """Check ``request`` and commit its batch through the put handler: the ack, once committed."""
+        put = check_put(request)
+        if put.channel is not None:
+            self._channel(put.channel)
+        result = self._put_handler(put.channel, put.columns, put.batch_id)
         return pb.PutAck(accepted=result.accepted, duplicate=result.duplicate, channels=list(result.channels))
 
     # -- Status ---------------------------------------------------------------------------
@@ -408,6 +416,13 @@ def _log_take_end(remote: RemoteTxn, outcome: str) -> None:
         log.log(logging.INFO if tx.count else logging.DEBUG, "remote take %s: %d events of channel %s "
                 "(transaction %s, %s)", outcome, tx.count, remote.channel, tx.txn_id, remote.peer,
                 extra=remote.log_fields(events=tx.count, outcome=outcome))
+
+
+def _put_what(request: pb.PutRequest | InvalidRequestError) -> str:
+    """How a put names itself in the agent's log."""
+    if isinstance(request, InvalidRequestError):
+        return "put"
+    return f"put into {request.channel or 'the default pipeline'}"
 
 
 def _failure(info: ErrorInfo, remote: RemoteTxn) -> pb.TxnResponse:

@@ -5,6 +5,7 @@ after it. Against a real agent server on 127.0.0.1."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -23,6 +24,17 @@ def _taken(agent: Agent, name: str = "events") -> list[bytes]:
         if not got.bodies:
             return bodies
         bodies += got.bodies
+
+
+def _no_stream_threads_left() -> None:
+    """The agent's threads of a put stream (ingest_toolkit.rpc.ordered) end with the stream."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        left = [t.name for t in threading.enumerate() if t.name.startswith("put-stream")]
+        if not left:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"threads of ended put streams still run: {left}")
 
 
 def test_batches_are_committed_in_the_order_sent_and_acked_after_their_commit(agent: Agent) -> None:
@@ -60,6 +72,7 @@ def test_a_failing_batch_ends_the_stream_after_the_acked_ones_and_stores_nothing
             acks.append(ack)
     assert len(acks) == 2  # 20 events fit, the third batch does not
     assert _taken(agent) == columns(0, 20).bodies  # nothing sent after the failure was stored
+    _no_stream_threads_left()
 
 
 def test_a_batch_that_cannot_be_sent_raises_after_the_acks_before_it(agent: Agent) -> None:
@@ -109,3 +122,17 @@ def test_a_client_that_stops_reading_cancels_the_stream(agent: Agent) -> None:
     stored = len(agent.channels["events"])
     assert 1 <= stored <= 3  # the acked batch, and at most the window that was in flight
     client.put_columns(columns(0, 1), channel="events", batch_id="after")  # the client still works
+    _no_stream_threads_left()
+
+
+def test_batches_read_ahead_are_not_stored_after_a_failure_even_when_they_fit(start_agent: StartAgent) -> None:
+    """The agent reads the next batches while one commits; the first failure still ends the
+    stream there: a later, smaller batch that would fit is not stored."""
+    agent = start_agent(capacity=25)
+    sizes = [10, 10, 10, 1, 1, 1]  # the third does not fit; the ones after it would
+    at = [sum(sizes[:i]) for i in range(len(sizes))]
+    batches = [(columns(a, a + k), f"r-{i}") for i, (a, k) in enumerate(zip(at, sizes, strict=True))]
+    with pytest.raises(ChannelFullError):
+        list(agent.client().put_stream(batches, channel="events", window=6))
+    assert _taken(agent) == columns(0, 20).bodies
+    _no_stream_threads_left()
