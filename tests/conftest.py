@@ -17,6 +17,15 @@ settings.register_profile("default", deadline=None)
 settings.load_profile("default")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files with a slow or integration test run first (a stable sort: the order inside a file,
+    and among the other files, stays). With ``-n 2`` each worker starts on the long files and
+    both end on the many short ones, instead of one worker finishing a long file alone."""
+    heavy = {item.path for item in items
+             if item.get_closest_marker("slow") is not None or item.get_closest_marker("integration") is not None}
+    items.sort(key=lambda item: item.path not in heavy)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """ONE local SparkSession per pytest process (a JVM start costs 5-12 s): every Spark test,
