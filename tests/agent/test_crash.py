@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from ingest_toolkit.channel import EventColumns, FileChannel
+from ingest_toolkit.errors import IngestError
 from ingest_toolkit.rpc.client import AgentClient
 
 from .harness import LIVE, REPO, AgentProcess, AgentSetup, drain, http_post, write_spool_file
@@ -144,3 +146,61 @@ def test_send_with_a_batch_id_rides_through_an_agent_sigkill(tmp_path: Path) -> 
     assert json.loads(out)["events"] == 40_000
     assert agent.terminate() == 0
     assert [e.body.decode() for e in drain(setup.channel_settings())] == lines  # once each, in order
+
+
+class _Streamer(threading.Thread):
+    """Puts its batches on one ordered put stream (``AgentClient.put_stream``) with batch ids;
+    when the stream breaks it reconnects to whatever port the ports file names now and goes on
+    from the first batch it has no ack for, with the same ids."""
+
+    def __init__(self, ports_file: Path, batches: list[tuple[EventColumns, str]]) -> None:
+        super().__init__(daemon=True)
+        self.ports_file, self.batches = ports_file, batches
+        self.acked: list[str] = []
+        self.duplicates = self.breaks = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        deadline = time.monotonic() + 120
+        try:
+            while len(self.acked) < len(self.batches):
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"only {len(self.acked)} batches acknowledged in 120 s")
+                try:
+                    port = json.loads(self.ports_file.read_text())["grpc"]
+                    with AgentClient(f"127.0.0.1:{port}") as client:
+                        for ack in client.put_stream(self.batches[len(self.acked):], channel="events", window=4):
+                            self.duplicates += ack.duplicate
+                            self.acked.append(self.batches[len(self.acked)][1])
+                except (IngestError, OSError, ValueError, KeyError):  # the agent went away, or is starting
+                    self.breaks += 1
+                    time.sleep(0.05)
+        except BaseException as err:  # reported by the test
+            self.error = err
+
+
+def test_every_batch_the_put_stream_acknowledged_survives_sigkills_and_retries_store_it_once(
+        tmp_path: Path) -> None:
+    """The agent reads the next batches of a put stream while it commits one (rpc/ordered.py): a
+    SIGKILL at any point must still find every acknowledged batch committed, and a client going
+    on with the same batch ids must store each batch once, in the order of the stream."""
+    setup = AgentSetup(tmp_path)
+    bodies = [f"b{b:03d}-{i:03d}".encode() for b in range(300) for i in range(100)]
+    batches = [(EventColumns(bodies[b * 100:(b + 1) * 100], [0] * 100, [0] * 100), f"stream-{b}")
+               for b in range(300)]
+    agent = AgentProcess(setup).wait_ready()
+    streamer = _Streamer(setup.ports_file, batches)
+    streamer.start()
+    for threshold in (40, 130, 220):  # batches acknowledged before each SIGKILL
+        _wait(lambda t=threshold: len(streamer.acked) >= t or streamer.error is not None, 60, agent)
+        agent.kill()
+        acked = list(streamer.acked)
+        with FileChannel(**setup.channel_settings()) as channel:  # the dead agent's directories
+            missing = [batch_id for batch_id in acked if channel.find_tag(batch_id) is None]
+        assert not missing, f"{len(missing)} acknowledged batches not committed after SIGKILL: {missing[:5]}"
+        agent = AgentProcess(setup).wait_ready()
+    streamer.join(120)
+    assert streamer.error is None, streamer.error
+    assert streamer.breaks >= 3 and len(streamer.acked) == 300
+    assert agent.terminate() == 0, agent.log()
+    assert [e.body for e in drain(setup.channel_settings())] == bodies  # once each, in stream order
