@@ -56,10 +56,11 @@ Each stage keeps its own errors in one module, under the same root::
     ├── CheckFailedError                   airflow.operators: an ERROR check failed its task (no retry)
     └── DemoError                          dagster_defs.demo_steps: the demo cannot run here
 
-Two exceptions are signals, not errors, and never reach a caller: ``channel.format.FrameError``
+Three exceptions are signals, not errors, and never reach a caller: ``channel.format.FrameError``
 (why a frame header is invalid; every reader turns it into a CorruptLogError naming the file and
-offset) and ``collect.sources.base.SourceStopped`` (a source's loop ends). ``tests/test_error_tree.py``
-keeps this picture and the code in step.
+offset), ``collect.sources.base.SourceStopped`` (a source's loop ends) and ``rpc.ordered.ItemFailed``
+(which request of an ordered stream failed; the agent turns it into that request's error status).
+``tests/test_error_tree.py`` keeps this picture and the code in step.
 
 Callers decide what to retry with ``isinstance(err, TransientError)``. Every message says
 what happened *and* what to do about it.

@@ -1,4 +1,4 @@
-"""One error tree: every exception class of the toolkit derives from IngestError (but the two
+"""One error tree: every exception class of the toolkit derives from IngestError (but the three
 documented signals), and the root module's docstring draws every one of them."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from ingest_toolkit import errors
 from ingest_toolkit.errors import IngestError
 
 # Never reach a caller: each is turned into a toolkit error (or ends a loop) where it is raised.
-SIGNALS = {"ingest_toolkit.channel.format.FrameError", "ingest_toolkit.collect.sources.base.SourceStopped"}
+SIGNALS = {"ingest_toolkit.channel.format.FrameError", "ingest_toolkit.collect.sources.base.SourceStopped",
+           "ingest_toolkit.rpc.ordered.ItemFailed"}
 
 
 def _exception_classes() -> dict[str, type[BaseException]]:
