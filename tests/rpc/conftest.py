@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,6 +16,22 @@ import pytest
 from ingest_toolkit.channel import FileChannel
 from ingest_toolkit.rpc import AgentClient, AgentService, RunningServer, channel_put_handler, start_server
 from ingest_toolkit.security import TlsSettings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def client_process(script: str, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """``tests/rpc/<script>`` with ``args`` in a process of its own (a client the test SIGKILLs),
+    its stdout a text pipe; killed at the end if it still runs."""
+    child = subprocess.Popen([sys.executable, str(REPO / "tests" / "rpc" / script), *args], stdout=subprocess.PIPE,
+                             text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        yield child
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(5)
 
 
 def channel_settings(root: Path, name: str, **overrides: Any) -> dict[str, Any]:

@@ -5,21 +5,17 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 from ingest_toolkit.channel import Event, TxnState
 from ingest_toolkit.errors import TransactionError
 from ingest_toolkit.rpc import AgentClient, AgentUnavailableError, LeaseExpiredError, RemoteTake
-from tests.rpc.conftest import Agent, StartAgent
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.rpc.conftest import Agent, StartAgent, client_process
 
 
 def evs(start: int, stop: int) -> list[Event]:
@@ -97,11 +93,7 @@ def test_closed_adapter_rolls_back_its_open_transactions(agent: Agent) -> None:
 def test_sigkilled_taker_gets_its_take_rolled_back(agent: Agent) -> None:
     client = agent.client()
     client.put(evs(0, 20), channel="events")
-    child = subprocess.Popen([sys.executable, str(REPO / "tests" / "rpc" / "take_child.py"),
-                              agent.server.address, "8", "0.5"],
-                             stdout=subprocess.PIPE, text=True, cwd=REPO,
-                             env={**os.environ, "PYTHONPATH": str(REPO)})
-    try:
+    with client_process("take_child.py", agent.server.address, "8", "0.5") as child:
         assert child.stdout is not None
         line = child.stdout.readline()
         assert line.startswith("taken"), line
@@ -109,10 +101,6 @@ def test_sigkilled_taker_gets_its_take_rolled_back(agent: Agent) -> None:
         assert len(taken) == 8 and len(agent.channels["events"]) == 12
         os.kill(child.pid, signal.SIGKILL)
         child.wait(5)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait(5)
     wait_until(lambda: len(agent.channels["events"]) == 20, timeout=3.0)
     with client.open_take("events", 100) as again:
         assert [e.body for e in again.events] == [e.body for e in evs(0, 20)]

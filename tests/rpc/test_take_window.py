@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -17,10 +15,8 @@ from ingest_toolkit.errors import IngestError, TransactionCapacityError, Transac
 from ingest_toolkit.rpc import AgentClient, LeaseExpiredError, TakePipeline
 from ingest_toolkit.rpc.proto import agent_pb2 as pb
 from tests.agent.harness import AgentProcess, AgentSetup, drain
-from tests.rpc.conftest import Agent, StartAgent
+from tests.rpc.conftest import Agent, StartAgent, client_process
 from tests.rpc.test_leases import wait_until
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def evs(start: int, stop: int, headers: bool = False) -> list[Event]:
@@ -205,10 +201,7 @@ def test_window_is_capped_and_requests_other_than_commit_are_refused(agent: Agen
 def test_sigkilled_client_with_a_full_window_gets_every_batch_back_in_order(agent: Agent) -> None:
     client = agent.client()
     client.put(evs(0, 200), channel="events")
-    child = subprocess.Popen([sys.executable, str(REPO / "tests" / "rpc" / "take_window_child.py"),
-                              agent.server.address, "20", "4", "2"],
-                             stdout=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-    try:
+    with client_process("take_window_child.py", agent.server.address, "20", "4", "2") as child:
         assert child.stdout is not None
         committed = [int(s) for s in child.stdout.readline().split()[1:]]
         held = [int(s) for s in child.stdout.readline().split()[1:]]
@@ -216,10 +209,6 @@ def test_sigkilled_client_with_a_full_window_gets_every_batch_back_in_order(agen
         wait_until(lambda: len(agent.channels["events"]) == 200 - 40 - 80)  # the 4 held
         os.kill(child.pid, signal.SIGKILL)
         child.wait(5)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait(5)
     wait_until(lambda: len(agent.channels["events"]) == 160, timeout=3.0)
     with client.open_take("events", 1000) as again:
         assert [e.body for e in again.events] == [e.body for e in evs(40, 200)]
