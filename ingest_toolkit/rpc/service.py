@@ -5,7 +5,8 @@ transaction lives inside one ``Transaction`` stream, so it stays on *one* server
 begin to end, which is what FileChannel's one-open-transaction-per-thread rule needs; the lease
 reaper (:mod:`.leases`) and the stream's end may roll it back from other threads. The number of
 open remote transactions is capped below the pool size so that puts and status calls always
-find a free thread.
+find a free thread. A put stream adds two threads of its own while it lasts (:mod:`.ordered`):
+one receives the next batches while the other commits, and the call's thread sends the acks.
 
 Requests: every request is parsed and checked at the edge (:mod:`.edge`) before anything acts
 on it; a refused one is INVALID_ARGUMENT (inside a transaction: a ``Failure`` that leaves the
