@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import suppress
 from typing import Generic, TypeVar
 
@@ -49,7 +49,7 @@ class _End:
 
 
 def apply_in_order(requests: Iterator[R], apply: Callable[[R], A], *, read_ahead: int = 2,
-                   name: str = "stream") -> Iterator[A]:
+                   name: str = "stream") -> Generator[A, None, None]:
     """``apply(request)`` of each request, in order, each yielded once applied: see the module.
 
     ``read_ahead``: how many requests may wait, read, for the one being applied. ``name`` names
