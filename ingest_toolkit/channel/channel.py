@@ -205,6 +205,8 @@ class FileChannel:
                 "takes_since_open": self._takes_total - self._totals_at_open[1],
                 "checkpoint_id": self._checkpoint_id,
                 "tags": len(self._tags),
+                # a retried batch first sent after this time is recognised (docs/channel.md, "Window")
+                "tags_since_unix_ns": self._tags.remembered_since(),
                 "recovery_source": self.recovery_source,
                 "backup": self._backup_stats(),
             }

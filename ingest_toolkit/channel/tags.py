@@ -90,6 +90,20 @@ class TagStore:
             return None
         return record
 
+    def remembered_since(self, now_ns: int | None = None) -> int:
+        """The wall-clock time (ns since the epoch) after which every committed tag is still
+        remembered: a retry of a batch first sent after it is recognised, whenever it was
+        committed. The retention's cut-off, or, once the window is full, the commit time of the
+        oldest remembered tag (every tag evicted for room was committed no later). 0 when
+        everything is remembered; ``now_ns`` when nothing is (a window of 0)."""
+        now_ns = now_ns if now_ns is not None else time.time_ns()
+        since = 0 if self._retention is None else max(0, now_ns - self._retention)
+        if self._window is not None and len(self._records) >= self._window:
+            if not self._records:
+                return now_ns
+            since = max(since, next(iter(self._records.values())).commit_unix_ns)
+        return since
+
     def records(self) -> list[TagRecord]:
         """Every remembered record, oldest commit first (a copy)."""
         return list(self._records.values())

@@ -8,6 +8,7 @@ Read from the live objects at scrape time: the agent's own state, ``FileChannel.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -125,6 +126,13 @@ def channel_families(channels: Mapping[str, FileChannel]) -> list[Family]:
     families.append(("ingest_channel_log_files", "gauge", "Log segments on disk.",
                      [Sample("ingest_channel_log_files", {"channel": c}, len(s.get("log_files", {})))
                       for c, s in stats.items()]))
+    now_ns = time.time_ns()
+    families.append(("ingest_channel_batch_ids_remembered_seconds", "gauge",
+                     "How far back the channel's memory of batch ids reaches: a retry of a batch first sent "
+                     "within this many seconds is recognised (docs/channel.md, commit tags).",
+                     [Sample("ingest_channel_batch_ids_remembered_seconds", {"channel": c},
+                             max(0.0, (now_ns - s["tags_since_unix_ns"]) / 1e9))
+                      for c, s in stats.items() if "tags_since_unix_ns" in s]))
     ages, backlog = [], []
     for name, channel in channels.items():
         try:

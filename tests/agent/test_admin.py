@@ -107,6 +107,8 @@ def test_metrics_count_events_per_source_and_channel_activity(agent: Agent) -> N
     assert metric(text, "ingest_channel_fsyncs_total", channel="events") >= 3  # type: ignore[operator]
     age = metric(text, "ingest_channel_checkpoint_age_seconds", channel="events")
     assert age is not None and 0 <= age < 5
+    remembered = metric(text, "ingest_channel_batch_ids_remembered_seconds", channel="events")
+    assert remembered is not None and abs(remembered - 86_400) < 60  # the retention: the window has room
     assert metric(text, "ingest_source_up", source="spool") == 1
     assert metric(text, "ingest_source_stat", source="web", stat="requests") == 3
     for line in text.splitlines():  # every sample line is "<name>{labels} <number>"

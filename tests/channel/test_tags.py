@@ -15,11 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as settings_h
+from hypothesis import strategies as st
 
 from ingest_toolkit.channel import Event, FileChannel, InvalidTagError, TagRecord
 from ingest_toolkit.channel.codec import TXN_PUT, decode_commit, encode_commit
 from ingest_toolkit.channel.config import ChannelConfig
 from ingest_toolkit.channel.proto import channel_pb2 as pb
+from ingest_toolkit.channel.tags import TagStore
 from ingest_toolkit.channel.tools.verify import verify_channel
 from ingest_toolkit.errors import ConfigError, TransactionError
 
@@ -178,6 +182,48 @@ def test_tags_expire_by_age_also_across_restart(root: Path) -> None:
     time.sleep(0.4)
     with FileChannel(**settings(root, tag_retention_seconds=0.3)) as ch:  # loaded from the checkpoint
         assert ch.find_tag("new") is None and ch.stats()["tags"] == 0
+
+
+def test_tags_since_is_the_retention_cut_off_until_the_window_fills_then_the_oldest_kept_tag(root: Path) -> None:
+    day = 86_400 * 10**9
+    with FileChannel(**settings(root, tag_window=3)) as ch:
+        before = time.time_ns()
+        put_tagged(ch, "b0", 1)
+        since = ch.stats()["tags_since_unix_ns"]
+        assert before - day <= since <= time.time_ns() - day  # not full: a day back, the retention
+        for i in range(1, 5):
+            put_tagged(ch, f"b{i}", 1)
+        oldest_kept = ch.find_tag("b2")
+        assert oldest_kept is not None and ch.find_tag("b1") is None
+        assert ch.stats()["tags_since_unix_ns"] == oldest_kept.commit_unix_ns  # full: b0 and b1 were evicted
+    with FileChannel(**settings(root, tag_window=3)) as ch:  # the same after a restart
+        assert ch.stats()["tags_since_unix_ns"] == oldest_kept.commit_unix_ns
+
+
+def test_tags_since_is_now_when_nothing_is_remembered(root: Path) -> None:
+    with FileChannel(**settings(root, tag_window=0)) as ch:
+        put_tagged(ch, "b", 1)
+        before = time.time_ns()
+        assert before <= ch.stats()["tags_since_unix_ns"] <= time.time_ns()
+
+
+@settings_h(max_examples=300)
+@given(ops=st.lists(st.tuples(st.integers(0, 12), st.integers(1, 5)), max_size=60),
+       window=st.integers(0, 8), retention=st.integers(1, 40), later=st.integers(0, 30))
+def test_every_tag_committed_after_tags_since_is_found(ops: list[tuple[int, int]], window: int, retention: int,
+                                                        later: int) -> None:
+    """The promise of ``remembered_since``, against the history itself: a tag whose (latest)
+    commit came after it is found, whatever the window and retention evicted."""
+    store, clock, latest = TagStore(window, retention), 0, {}
+    for tag, step in ops:
+        clock += step
+        store.add(TagRecord(f"t{tag}", 1, 1, clock), now_ns=clock)
+        latest[f"t{tag}"] = clock
+    now = clock + later
+    since = store.remembered_since(now)
+    for tag, committed in latest.items():
+        if committed > since:
+            assert store.find(tag, now) is not None, (tag, committed, since)
 
 
 # -- durability -------------------------------------------------------------------------------

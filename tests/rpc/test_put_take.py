@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from ingest_toolkit.channel import Event, TxnState
 from ingest_toolkit.land.source import TakeBatch, TakeSource
@@ -132,6 +133,8 @@ def test_status_holds_checkpoint_meta_and_live_counters(agent: Agent) -> None:
     assert set(checkpoint) >= {"log_refcounts", "takes_committed", "capacity", "backlog_age_seconds"}
     live = status["live"]
     assert live["puts_committed"] == 9 and live["queue_size"] == 6 and live["open_transactions"] == 1
+    # how far back the channel's batch ids reach: a day, its retention, as its window is not full
+    assert 0 <= time.time_ns() - live["tags_since_unix_ns"] - 86_400 * 10**9 < 60 * 10**9
     assert status["remote_transactions"]["open"] == 1
     take.rollback()
 
