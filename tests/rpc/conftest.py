@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,6 +20,19 @@ from ingest_toolkit.rpc import AgentClient, AgentService, RunningServer, channel
 from ingest_toolkit.security import TlsSettings
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def wait_threads_gone(prefix: str, timeout: float = 5.0) -> None:
+    """Wait until no thread whose name starts with ``prefix`` runs (the threads of ended streams
+    end with them); fail naming the ones left after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = [t.name for t in threading.enumerate() if t.name.startswith(prefix)]
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"threads left behind: {left}")
+        time.sleep(0.01)
 
 
 @contextmanager

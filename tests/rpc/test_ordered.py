@@ -10,17 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from ingest_toolkit.rpc.ordered import ItemFailed, apply_in_order
-
-
-def _threads_named(prefix: str) -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith(prefix)]
-
-
-def _wait_gone(prefix: str) -> None:
-    deadline = time.monotonic() + 5
-    while _threads_named(prefix) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not _threads_named(prefix), f"threads left behind: {_threads_named(prefix)}"
+from tests.rpc.conftest import wait_threads_gone
 
 
 def test_every_request_is_applied_once_in_order_and_answered_after_it() -> None:
@@ -35,7 +25,7 @@ def test_every_request_is_applied_once_in_order_and_answered_after_it() -> None:
         assert applied[len(answers)] * 10 == answer  # the request of each answer was applied before it
         answers.append(answer)
     assert answers == [x * 10 for x in range(200)] and applied == list(range(200))
-    _wait_gone("t-order")
+    wait_threads_gone("t-order")
 
 
 def test_the_first_failure_ends_the_stream_and_nothing_read_after_it_is_applied() -> None:
@@ -55,7 +45,7 @@ def test_the_first_failure_ends_the_stream_and_nothing_read_after_it_is_applied(
     assert failed.value.item == 5 and isinstance(failed.value.error, ValueError)
     time.sleep(0.3)  # what the reader had read ahead stays unapplied
     assert applied == [0, 1, 2, 3, 4]
-    _wait_gone("t-fail")
+    wait_threads_gone("t-fail")
 
 
 def test_a_broken_read_is_raised_after_the_answers_of_what_was_read() -> None:
@@ -68,7 +58,7 @@ def test_a_broken_read_is_raised_after_the_answers_of_what_was_read() -> None:
         for answer in apply_in_order(requests(), lambda x: x, name="t-broken"):
             answers.append(answer)
     assert answers == [0, 1, 2]
-    _wait_gone("t-broken")
+    wait_threads_gone("t-broken")
 
 
 def test_it_reads_no_further_ahead_than_asked() -> None:
@@ -92,7 +82,7 @@ def test_it_reads_no_further_ahead_than_asked() -> None:
     release.set()
     taker.join(5)
     assert list(answers) == list(range(1, 20))
-    _wait_gone("t-ahead")
+    wait_threads_gone("t-ahead")
 
 
 def test_a_consumer_that_stops_stops_the_threads_after_the_request_being_applied() -> None:
@@ -112,7 +102,7 @@ def test_a_consumer_that_stops_stops_the_threads_after_the_request_being_applied
     answers = apply_in_order(endless(), apply, read_ahead=2, name="t-stop")
     assert [next(answers) for _ in range(3)] == [0, 1, 2]
     answers.close()
-    _wait_gone("t-stop")
+    wait_threads_gone("t-stop")
     assert applied == list(range(len(applied))) and len(applied) <= 3 + 1 + 2  # answered, applying, read ahead
 
 

@@ -5,14 +5,13 @@ after it. Against a real agent server on 127.0.0.1."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
 from ingest_toolkit.channel import EventColumns
 from ingest_toolkit.errors import ChannelFullError
 from ingest_toolkit.rpc import AuthenticationError, InvalidRequestError
-from tests.rpc.conftest import Agent, StartAgent
+from tests.rpc.conftest import Agent, StartAgent, wait_threads_gone
 from tests.rpc.test_columns_and_stream_reuse import columns
 
 
@@ -24,17 +23,6 @@ def _taken(agent: Agent, name: str = "events") -> list[bytes]:
         if not got.bodies:
             return bodies
         bodies += got.bodies
-
-
-def _no_stream_threads_left() -> None:
-    """The agent's threads of a put stream (ingest_toolkit.rpc.ordered) end with the stream."""
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        left = [t.name for t in threading.enumerate() if t.name.startswith("put-stream")]
-        if not left:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"threads of ended put streams still run: {left}")
 
 
 def test_batches_are_committed_in_the_order_sent_and_acked_after_their_commit(agent: Agent) -> None:
@@ -72,7 +60,7 @@ def test_a_failing_batch_ends_the_stream_after_the_acked_ones_and_stores_nothing
             acks.append(ack)
     assert len(acks) == 2  # 20 events fit, the third batch does not
     assert _taken(agent) == columns(0, 20).bodies  # nothing sent after the failure was stored
-    _no_stream_threads_left()
+    wait_threads_gone("put-stream")  # the agent's threads of the stream (rpc/ordered.py)
 
 
 def test_a_batch_that_cannot_be_sent_raises_after_the_acks_before_it(agent: Agent) -> None:
@@ -122,7 +110,7 @@ def test_a_client_that_stops_reading_cancels_the_stream(agent: Agent) -> None:
     stored = len(agent.channels["events"])
     assert 1 <= stored <= 3  # the acked batch, and at most the window that was in flight
     client.put_columns(columns(0, 1), channel="events", batch_id="after")  # the client still works
-    _no_stream_threads_left()
+    wait_threads_gone("put-stream")  # the agent's threads of the stream (rpc/ordered.py)
 
 
 def test_batches_read_ahead_are_not_stored_after_a_failure_even_when_they_fit(start_agent: StartAgent) -> None:
@@ -135,4 +123,4 @@ def test_batches_read_ahead_are_not_stored_after_a_failure_even_when_they_fit(st
     with pytest.raises(ChannelFullError):
         list(agent.client().put_stream(batches, channel="events", window=6))
     assert _taken(agent) == columns(0, 20).bodies
-    _no_stream_threads_left()
+    wait_threads_gone("put-stream")  # the agent's threads of the stream (rpc/ordered.py)
