@@ -6,8 +6,9 @@ yields the answer waits for two such hand-offs per request, doing nothing meanwh
 agent's put stream (batches of 1000 events of 256 B, one fsync each) that was about 0.4 ms of a
 2 ms batch. Here the stream's handler thread only sends answers, a reader thread receives the
 next requests while the current one is applied, and one applying thread keeps the requests in
-stream order, so the waits overlap the work and nothing is reordered. Measured with
-``bench/peers.py`` (see docs/benchmarks.md): about 1.1x the events per second of the put stream.
+stream order, so the waits overlap the work and nothing is reordered. The put stream carried
+1.15-1.2x the events per second in an alternating A/B (docs/benchmarks.md, the fifth run of
+``bench/peers.py``).
 
 Order and failure: requests are applied one at a time in the order read, and each answer is
 yielded only after its request was applied. The first request whose ``apply`` raises ends the
