@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import channel_throughput as throughput  # noqa: E402  (bench/ is this script's directory)
 
@@ -87,6 +88,13 @@ def run_variant(root: str, keys: str | None, args: argparse.Namespace) -> dict[s
             "take_fsyncs": fsyncs - stats["fsyncs"], "take_commits": commits - stats["commits"]}
 
 
+def _runs(sealer: Any, payloads: list[bytes], kib: int) -> tuple[list[bytes], int, int, int]:
+    """The arguments of ``Sealer.seal_chunk`` for ``payloads`` framed in open runs of ``kib``: a
+    put call's framing and its sealing at its place (log 1, offset 64), as a commit does both."""
+    runs, _placements = sealer.put_runs(1, 1, payloads, kib << 10)
+    return runs, len(runs), 1, 64
+
+
 def run_sizes(args: argparse.Namespace) -> None:
     """Print the write side's cost per 1000 events, plain and sealed in runs of several sizes."""
     import resource
@@ -99,7 +107,7 @@ def run_sizes(args: argparse.Namespace) -> None:
     sealer = Sealer(KeyRing({1: os.urandom(32)}, 1, "bench"), os.urandom(16))
     cases = {"plain PUT frames": lambda: b"".join(fmt.encode_frames(1, 1, 1, payloads))}
     for kib in (16, 32, 64, 128, 256):
-        cases[f"sealed runs of {kib} KiB"] = lambda kib=kib: b"".join(sealer.put_runs(1, 1, payloads, kib << 10)[0])
+        cases[f"sealed runs of {kib} KiB"] = lambda kib=kib: sealer.seal_chunk(*_runs(sealer, payloads, kib))
     for name, case in cases.items():
         best, faults = float("inf"), 0.0
         for _round in range(5):

@@ -135,7 +135,7 @@ class FileChannel:
         self._log = LogWriter(lambda: self._fs, lambda: self.config, self.channel_id, recovered.next_log_id,
                               self._paths, self._cond, check_usable=self._check_usable,
                               publish=self._publish_commit, queued=lambda: len(self._queue),
-                              segment_key=self.sealer.segment_key if self.sealer is not None else None)
+                              sealer=self.sealer)
 
     # -- public API -----------------------------------------------------------------------
     def transaction(self, tag: str | None = None, *, pipelined: bool = False) -> Transaction:

@@ -9,20 +9,23 @@ The design and its threat model are in ``docs/encryption.md``; the byte layout i
   segment is written by two sessions) draws a random 8-byte salt and derives its own subkey
   with HKDF-SHA256 from the master key, the channel id and the salt. Every segment the session
   writes carries the key id, the salt and a 4-byte key check value in its header.
-* A session writes version 3 segments: the PUT frames of a put call are *sealed runs*, RUN frames
+* A session writes version 4 segments: the PUT frames of a put call are *sealed runs*, RUN frames
   whose body is the ciphertext of plain PUT frames back to back (at most ``RUN_BYTES``), with one
   tag: one AEAD call per run, not per event (that call's fixed cost, about 0.6 us, was most of
   the cost of encryption). GCM keeps the length, so each inner frame keeps its file offset and
-  event pointers name inner frames as in a plain segment. Version 2 segments (one AEAD call per
-  PUT frame, written by earlier releases) are still read.
-* The nonce of a RUN frame is the sequence number of its first event and the frame type (that of
-  a version 2 PUT frame: its event's sequence number and type PUT). Within a session sequence
-  numbers are strictly increasing and each event is framed exactly once, in one run, so no nonce
-  repeats under a subkey; a frame written again (a retried write) is the same frame, with the
-  same ciphertext. Two sessions share a subkey only if they draw the same salt under the same key
-  and channel.
-* The frame header (type, length, transaction id, sequence number) is the associated data, so a
-  ciphertext cannot be moved to another frame; the CRC32C still covers the whole frame.
+  event pointers name inner frames as in a plain segment. Segments of version 2 (one AEAD call
+  per PUT frame) and 3 (runs not bound to their place), written by earlier releases, are read.
+* A run is bound to its place. It is sealed when it is appended, under the segment's own key
+  (HKDF-SHA256 of the session subkey and the log id), with the nonce ``first seq (u64) | offset
+  (u32)`` and the associated data ``frame header | log id (u64) | offset (u64)``: a run copied
+  over another, moved, or replayed from another segment fails authentication. No nonce repeats
+  under a segment key: sequence numbers are unique in a session, so two runs differ in their
+  first seq, and the same run appended twice (a write retried after ENOSPC) lands either at the
+  same offset (the same nonce, associated data and plaintext: the same bytes) or at another
+  (another nonce). Two sessions share a subkey only if they draw the same salt under the same
+  key and channel.
+* The frame header (type, length, transaction id, sequence number) is in the associated data, so
+  a ciphertext cannot be moved to another frame; the CRC32C still covers the whole frame.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import stat
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from crc32c import crc32c
 
@@ -61,6 +64,7 @@ CHECK_BYTES: Final = fmt.CHECK_BYTES
 TAG_BYTES: Final = 16
 MAX_KEY_ID: Final = 0xFFFF
 _INFO: Final = b"ingest-toolkit log v2 session key\x00"
+_SEGMENT_INFO: Final = b"ingest-toolkit log v4 segment key\x00"
 _PUT: Final = int(fmt.FrameType.PUT)
 _RUN: Final = int(fmt.FrameType.RUN)
 # The most bytes of PUT frames one RUN frame seals (a single larger frame is a run alone). One
@@ -78,7 +82,9 @@ _pack_header = fmt.FRAME_HEADER.pack
 _unpack_header = fmt.FRAME_HEADER.unpack_from
 _pack_crc = fmt.FRAME_TRAILER.pack
 _CRC = fmt.FRAME_TRAILER.unpack_from
-_NONCE: Final = struct.Struct("<QI")  # sequence number, frame type: 12 bytes
+_NONCE: Final = struct.Struct("<QI")  # versions 2 and 3: sequence number, frame type (12 bytes)
+_BOUND_NONCE: Final = struct.Struct("<QI")  # version 4: the run's first sequence number, its offset (u32)
+_PLACE: Final = struct.Struct("<QQ")  # version 4, after the header in the associated data: log id, offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,24 +204,32 @@ def _derive(key: bytes, channel_id: bytes, salt: bytes) -> tuple[bytes, bytes]:
     return out[:KEY_BYTES], out[KEY_BYTES:]
 
 
+def _segment_key(subkey: bytes, log_id: int) -> bytes:
+    """The key of one version 4 segment: its runs are sealed under it (module docstring)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    return HKDF(hashes.SHA256(), KEY_BYTES, salt=None, info=_SEGMENT_INFO + struct.pack("<Q", log_id)).derive(subkey)
+
+
 class Sealer:
-    """The write side of one session: seals PUT frames into runs (version 3 segments)."""
+    """The write side of one session: frames PUT frames into runs, and seals each run when the
+    log writer appends it, bound to its place (version 4 segments)."""
 
     def __init__(self, keyring: KeyRing, channel_id: bytes) -> None:
         if keyring.active is None:
             raise ValueError("no active key")  # the channel builds a Sealer only with one
         salt = os.urandom(SALT_BYTES)
-        subkey, check = _derive(keyring.keys[keyring.active], channel_id, salt)
-        self.segment_key = SegmentKey(keyring.active, salt, check, runs=True)
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-        self._encrypt_into = AESGCM(subkey).encrypt_into
+        self._subkey, check = _derive(keyring.keys[keyring.active], channel_id, salt)
+        self.segment_key = SegmentKey(keyring.active, salt, check, fmt.BOUND_RUNS_VERSION)
+        self._segment: tuple[int, Any] = (0, None)  # (log id, its AESGCM.encrypt_into): one segment at a time
 
     def put_runs(self, txn_id: int, first_seq: int, payloads: list[bytes],
                  limit: int = RUN_BYTES) -> tuple[list[bytes], list[Placement]]:
-        """RUN frames sealing the PUT frames of ``payloads`` (sequence numbers from ``first_seq``),
-        each run at most ``limit`` bytes of PUT frames unless one frame alone is more; and for each
-        RUN frame where its PUT frames are (:data:`Placement`)."""
+        """*Open* RUN frames holding the PUT frames of ``payloads`` (sequence numbers from
+        ``first_seq``) in clear, each run at most ``limit`` bytes of PUT frames unless one frame
+        alone is more; and for each where its PUT frames are (:data:`Placement`). An open run
+        has the size of the sealed one; :meth:`seal_chunk` seals it where it is written."""
         if not payloads:
             return [], []  # no run: a RUN frame holds at least one PUT frame
         frames = fmt.encode_frames(_PUT, txn_id, first_seq, payloads)
@@ -223,42 +237,76 @@ class Sealer:
         starts = list(itertools.accumulate(map(len, frames), initial=0))
         n = len(frames)
         if starts[n] <= limit:
-            return [self._seal(txn_id, first_seq, frames)], [(_HEAD, starts[:n])]
+            return [_open_run(txn_id, first_seq, frames)], [(_HEAD, starts[:n])]
         runs: list[bytes] = []
         placements: list[Placement] = []
         i = 0
         while i < n:
             j = max(i + 1, bisect.bisect_right(starts, starts[i] + limit) - 1)  # one frame, however large
-            runs.append(self._seal(txn_id, first_seq + i, frames[i:j]))
+            runs.append(_open_run(txn_id, first_seq + i, frames[i:j]))
             placements.append((_HEAD - starts[i], starts[i:j]))
             i = j
         return runs, placements
 
-    def _seal(self, txn_id: int, first_seq: int, frames: list[bytes]) -> bytes:
-        """The RUN frame of ``frames``, built in one buffer (encrypted in place): every copy of a
-        run costs page faults when it is large, more than the encryption itself."""
-        body = b"".join(frames)
-        size = len(body) + fmt.RUN_OVERHEAD
-        header = _pack_header(fmt.FRAME_MAGIC, _RUN, 0, size, txn_id, first_seq)
-        frame = bytearray(size)
-        frame[:_HEAD] = header
-        with memoryview(frame) as view, view[_HEAD: size - 4] as sealed, view[: size - 4] as covered:
-            self._encrypt_into(_NONCE.pack(first_seq, _RUN), body, header, sealed)
-            frame[size - 4:] = _pack_crc(crc32c(covered))
-        return frame  # type: ignore[return-value]  # a bytearray: the log writer joins it like bytes
+    def seal_chunk(self, chunk: list[bytes], runs: int, log_id: int, offset: int) -> bytearray:
+        """The bytes to write at ``offset`` of segment ``log_id`` for ``chunk``, whose first
+        ``runs`` frames are open runs: those sealed in place, the others copied as they are.
+        One buffer for the whole write: every copy of a large run costs page faults."""
+        out = bytearray(sum(map(len, chunk)))
+        encrypt_into = self._cipher(log_id)
+        at = 0
+        with memoryview(out) as view:
+            for k, frame in enumerate(chunk):
+                size = len(frame)
+                if k >= runs:
+                    view[at: at + size] = frame
+                    at += size
+                    continue
+                header = frame[:_HEAD]
+                seq = _unpack_header(header)[5]
+                view[at: at + _HEAD] = header
+                with memoryview(frame) as source, source[_HEAD: size - TAG_BYTES - 4] as plain, \
+                        view[at + _HEAD: at + size - 4] as sealed, view[at: at + size - 4] as covered:
+                    where = offset + at
+                    encrypt_into(_BOUND_NONCE.pack(seq, where), plain, bytes(header) + _PLACE.pack(log_id, where),
+                                 sealed)
+                    view[at + size - 4: at + size] = _pack_crc(crc32c(covered))
+                at += size
+        return out
+
+    def _cipher(self, log_id: int) -> Any:
+        """``encrypt_into`` of segment ``log_id``'s key (derived once per segment)."""
+        current, encrypt_into = self._segment
+        if current != log_id or encrypt_into is None:
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+            encrypt_into = AESGCM(_segment_key(self._subkey, log_id)).encrypt_into
+            self._segment = (log_id, encrypt_into)
+        return encrypt_into
+
+
+def _open_run(txn_id: int, first_seq: int, frames: list[bytes]) -> bytes:
+    """A RUN frame with ``frames`` in clear where its ciphertext will be, and room for the tag
+    and CRC: what a transaction keeps until the log writer seals it at its place."""
+    size = sum(map(len, frames)) + fmt.RUN_OVERHEAD
+    return b"".join([_pack_header(fmt.FRAME_MAGIC, _RUN, 0, size, txn_id, first_seq), *frames,
+                     bytes(TAG_BYTES + 4)])
 
 
 class Opener:
-    """The read side of one session's segments: authenticates and decrypts PUT frames (version
-    2, ``runs`` False) or RUN frames (version 3, ``runs`` True)."""
+    """The read side of one segment: authenticates and decrypts PUT frames (version 2, ``runs``
+    False) or RUN frames (versions 3 and 4, ``runs`` True; in version 4 bound to ``log_id`` and
+    their offsets, under the segment's own key)."""
 
-    def __init__(self, subkey: bytes, key_id: int, runs: bool = False) -> None:
+    def __init__(self, key: bytes, key_id: int, version: int = fmt.ENCRYPTED_VERSION, log_id: int = 0) -> None:
         self.key_id = key_id
-        self.runs = runs
+        self.runs = version >= fmt.SEALED_RUNS_VERSION
+        self.bound = version >= fmt.BOUND_RUNS_VERSION
+        self.log_id = log_id
         from cryptography.exceptions import InvalidTag
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-        self._decrypt = AESGCM(subkey).decrypt
+        self._decrypt = AESGCM(key).decrypt
         self._invalid: type[Exception] = InvalidTag
 
     def payload(self, buf: Buffer, pos: int, length: int, seq: int) -> bytes:
@@ -287,13 +335,20 @@ class Opener:
             raise fmt.FrameError(AUTH_FAILED)
         return run_frames(plain, pos + _HEAD, txn, seq)
 
-    def unseal(self, buf: Buffer, pos: int, length: int, seq: int) -> bytes | None:
-        """The plaintext (PUT frames) of the RUN frame at ``pos``; None when not authentic."""
+    def unseal(self, buf: Buffer, pos: int, length: int, seq: int, offset: int | None = None) -> bytes | None:
+        """The plaintext (PUT frames) of the RUN frame at ``pos`` of ``buf``; None when not
+        authentic. ``offset``: where the frame lies in its segment (default ``pos``: ``buf`` is
+        the whole segment); a version 4 run authenticates only there."""
         head = pos + _HEAD  # views, not slices: a run is up to RUN_BYTES; released at once (an mmap closes after)
         with memoryview(buf) as view, view[head: pos + length - 4] as sealed, view[pos: head] as header:
+            if self.bound:
+                where = pos if offset is None else offset
+                nonce, aad = _BOUND_NONCE.pack(seq, where), bytes(header) + _PLACE.pack(self.log_id, where)
+            else:
+                nonce, aad = _NONCE.pack(seq, _RUN), bytes(header)
             try:
-                return self._decrypt(_NONCE.pack(seq, _RUN), sealed, header)
-            except self._invalid:
+                return self._decrypt(nonce, sealed, aad)
+            except (self._invalid, struct.error):  # struct.error: an offset beyond 32 bits is no place of a run
                 return None
 
     def authentic(self, buf: Buffer, pos: int, length: int, seq: int) -> bool:
@@ -377,11 +432,12 @@ def run_frames(plain: bytes, base: int, txn: int, first_seq: int) -> list[tuple[
 
 
 class KeyChain:
-    """Openers for the segments of a channel, by their header; caches one per session."""
+    """Openers for the segments of a channel, by their header; derives each session's subkey once."""
 
     def __init__(self, keyring: KeyRing | None) -> None:
         self.keyring = keyring
-        self._openers: dict[tuple[int, bytes, bytes, bool], Opener] = {}
+        self._subkeys: dict[tuple[int, bytes, bytes], bytes] = {}
+        self._openers: dict[tuple[int, bytes, bytes, int], Opener] = {}  # versions 2 and 3: one per session
 
     def sealer(self, channel_id: bytes) -> Sealer | None:
         """A new session's sealer when an active key is configured (else None: write in clear)."""
@@ -404,18 +460,29 @@ class KeyChain:
         key is not configured or the configured key is not the one it was written with."""
         try:
             found = fmt.segment_key(header)
+            log_id = fmt.decode_segment_header(header)[0]
         except fmt.FrameError:
             return None
         if found is None:
             return None
         channel_id = fmt.segment_channel_id(header)
-        cache_key = (found.key_id, channel_id, found.salt, found.runs)
+        subkey = self._subkey(path, found, channel_id)
+        if found.bound:  # one per segment (a key of its own); the caller keeps it while it reads the segment
+            return Opener(_segment_key(subkey, log_id), found.key_id, found.version, log_id)
+        cache_key = (found.key_id, channel_id, found.salt, found.version)
         opener = self._openers.get(cache_key)
         if opener is None:
-            opener = self._openers[cache_key] = self._open(path, found, channel_id)
+            opener = self._openers[cache_key] = Opener(subkey, found.key_id, found.version)
         return opener
 
-    def _open(self, path: str, found: SegmentKey, channel_id: bytes) -> Opener:
+    def _subkey(self, path: str, found: SegmentKey, channel_id: bytes) -> bytes:
+        session = (found.key_id, channel_id, found.salt)
+        subkey = self._subkeys.get(session)
+        if subkey is None:
+            subkey = self._subkeys[session] = self._derive(path, found, channel_id)
+        return subkey
+
+    def _derive(self, path: str, found: SegmentKey, channel_id: bytes) -> bytes:
         keyring = self.keyring
         if keyring is None:
             raise EncryptionKeyError(path=path, key_id=found.key_id, problem="and no encryption key is configured",
@@ -432,4 +499,4 @@ class KeyChain:
                                      problem=f"but the key under id {found.key_id} in {keyring.setting} is a "
                                              "different key (the key check value in the header does not match)",
                                      setting=f"{keyring.setting}: restore the original key {found.key_id}")
-        return Opener(subkey, found.key_id, found.runs)
+        return subkey

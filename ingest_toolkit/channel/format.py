@@ -39,6 +39,7 @@ __all__ = [
     "SegmentKey",
     "ENCRYPTED_VERSION",
     "SEALED_RUNS_VERSION",
+    "BOUND_RUNS_VERSION",
     "RUN_OVERHEAD",
     "make_pointer",
     "pointer_log_id",
@@ -62,6 +63,11 @@ ENCRYPTED_VERSION: Final = 2
 # frames, one AEAD call per run instead of one per event; docs/log-format.md, "Sealed runs"). Its
 # header is that of version 2. A reader of version 1 or 2 refuses such a segment.
 SEALED_RUNS_VERSION: Final = 3
+# Version 4: sealed runs as in version 3, each bound to its place: the run's key is the segment's
+# (derived from the session key and the log id), its nonce holds its offset and its associated
+# data the log id and offset too, so a run copied or moved anywhere else fails authentication
+# (docs/log-format.md, "Sealed runs"). What a channel writes now; versions 2 and 3 are still read.
+BOUND_RUNS_VERSION: Final = 4
 CIPHER_AES256_GCM: Final = 1
 SALT_BYTES: Final = 8
 CHECK_BYTES: Final = 4
@@ -95,7 +101,7 @@ class FrameType(IntEnum):
     COMMIT = 3
     ROLLBACK = 4
     NOOP = 5  # filler written by `channel repair` over damaged bytes; replay skips it
-    RUN = 6  # a sealed run of PUT frames (version 3 segments only): header | ciphertext | tag | CRC
+    RUN = 6  # a sealed run of PUT frames (version 3 and 4 segments only): header | ciphertext | tag | CRC
 
 
 class FrameError(ValueError):
@@ -168,19 +174,30 @@ def _crc_in_place(buf: Buffer, start: int, end: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class SegmentKey:
-    """The encryption fields of a version 2 segment header."""
+    """The encryption fields of an encrypted (version 2, 3 or 4) segment header."""
 
     key_id: int  # 1..65535
     salt: bytes  # SALT_BYTES, drawn at random by the session that wrote the segment
     check: bytes  # CHECK_BYTES derived with the session key: tells a wrong key before a frame is read
-    runs: bool = False  # version 3: PUT frames sealed in runs (RUN frames); version 2: each PUT frame alone
+    version: int = ENCRYPTED_VERSION  # 2: each PUT frame alone; 3: sealed runs; 4: runs bound to their place
+
+    @property
+    def runs(self) -> bool:
+        """PUT frames are sealed in runs (RUN frames): versions 3 and 4."""
+        return self.version >= SEALED_RUNS_VERSION
+
+    @property
+    def bound(self) -> bool:
+        """Each run is authenticated with its segment and offset: version 4."""
+        return self.version >= BOUND_RUNS_VERSION
 
 
 def encode_segment_header(log_id: int, channel_id: bytes, created_ns: int, key: SegmentKey | None = None) -> bytes:
     version, flags, reserved = FORMAT_VERSION, 0, bytes(12)
     if key is not None:
         assert len(key.salt) == SALT_BYTES and len(key.check) == CHECK_BYTES and 1 <= key.key_id <= 0xFFFF
-        version = SEALED_RUNS_VERSION if key.runs else ENCRYPTED_VERSION
+        assert key.version in _ENCRYPTED_VERSIONS
+        version = key.version
         flags = int.from_bytes(_CRYPTO_FIELDS.pack(CIPHER_AES256_GCM, key.key_id), "little")
         reserved = key.salt + key.check
     head = SEGMENT_HEADER.pack(
@@ -198,7 +215,7 @@ def segment_key(buf: bytes) -> SegmentKey | None:
         return None
     _cipher, key_id = _CRYPTO_FIELDS.unpack(flags.to_bytes(4, "little"))
     salt, check = bytes(reserved[:SALT_BYTES]), bytes(reserved[SALT_BYTES:])
-    return SegmentKey(key_id, salt, check, runs=version == SEALED_RUNS_VERSION)
+    return SegmentKey(key_id, salt, check, version)
 
 
 def segment_channel_id(buf: bytes) -> bytes:
@@ -216,8 +233,8 @@ def decode_segment_header(buf: bytes) -> tuple[int, bytes, int]:
     if crc32c(buf[: SEGMENT_HEADER_SIZE - 4]) != crc:
         raise FrameError("segment header checksum mismatch")
     if version not in _VERSIONS or hsize != SEGMENT_HEADER_SIZE:
-        raise FrameError(f"segment format version {version} is not supported (expected {FORMAT_VERSION}, "
-                         f"{ENCRYPTED_VERSION} or {SEALED_RUNS_VERSION})")
+        raise FrameError(f"segment format version {version} is not supported (expected one of "
+                         f"{', '.join(map(str, _VERSIONS))})")
     if version != FORMAT_VERSION:
         cipher, key_id = _CRYPTO_FIELDS.unpack(flags.to_bytes(4, "little"))
         if cipher != CIPHER_AES256_GCM or not key_id:
@@ -225,7 +242,8 @@ def decode_segment_header(buf: bytes) -> tuple[int, bytes, int]:
     return log_id, channel_id, created_ns
 
 
-_VERSIONS: Final = (FORMAT_VERSION, ENCRYPTED_VERSION, SEALED_RUNS_VERSION)
+_ENCRYPTED_VERSIONS: Final = (ENCRYPTED_VERSION, SEALED_RUNS_VERSION, BOUND_RUNS_VERSION)
+_VERSIONS: Final = (FORMAT_VERSION, *_ENCRYPTED_VERSIONS)
 
 
 def make_pointer(log_id: int, offset: int) -> int:

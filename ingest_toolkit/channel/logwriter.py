@@ -33,7 +33,7 @@ from collections.abc import Callable
 from ..errors import ChannelFailedError, DiskSpaceError
 from . import format as fmt
 from .config import ChannelConfig
-from .crypto import Placement
+from .crypto import Placement, Sealer
 from .fs import FileSystem
 from .segment import SegmentWriter
 from .transaction import Transaction, TxnState
@@ -51,9 +51,9 @@ class LogWriter:
     def __init__(self, fs: Callable[[], FileSystem], config: Callable[[], ChannelConfig], channel_id: bytes,
                  next_log_id: int, paths: dict[int, str], cond: threading.Condition, *,
                  check_usable: Callable[[], None], publish: Callable[[Transaction], None],
-                 queued: Callable[[], int | None], segment_key: fmt.SegmentKey | None = None) -> None:
+                 queued: Callable[[], int | None], sealer: Sealer | None = None) -> None:
         self._fs, self._config, self._channel_id = fs, config, channel_id
-        self._segment_key = segment_key  # the session's encryption fields, in every header it writes
+        self._sealer = sealer  # encrypting: seals runs as they are appended; its fields go in every header
         self._next_log_id = next_log_id
         self._paths = paths  # the channel's log id -> path map; new segments are added to it
         self._cond = cond
@@ -76,7 +76,7 @@ class LogWriter:
             self._check_space(directory, preallocate + fmt.SEGMENT_HEADER_SIZE)
         try:
             writer = SegmentWriter.create(self._fs(), directory, log_id, self._channel_id, preallocate,
-                                          config.max_file_size, self._segment_key)
+                                          config.max_file_size, self._sealer.segment_key if self._sealer else None)
         except OSError as err:
             if err.errno == errno.ENOSPC:
                 raise self._disk_full(directory, preallocate) from err
@@ -130,8 +130,10 @@ class LogWriter:
         first = fmt.frame_type_and_seq(chunk[0])[1]
         last = fmt.frame_type_and_seq(chunk[len(runs) - 1])[1] + len(runs[-1][1]) - 1
         count = sum(len(positions) for _shift, positions in runs) + len(chunk) - len(runs)
+        assert self._sealer is not None  # only an encrypting channel makes runs
+        data = self._sealer.seal_chunk(chunk, len(runs), writer.log_id, writer.position)  # where append writes
         try:
-            base = writer.append(b"".join(chunk), count, first, last)
+            base = writer.append(data, count, first, last)  # type: ignore[arg-type]  # a bytearray writes like bytes
         except OSError as err:
             raise self._write_error(writer.directory, size, err) from err
         at = fmt.make_pointer(writer.log_id, base)

@@ -238,7 +238,7 @@ class EventReader:
             raise CorruptLogError(path=file.path, offset=start, reason=str(err)) from None
         opener = self._openers.get(log_id)
         assert opener is not None
-        plain = opener.unseal(data, 0, length, seq) if ftype == _RUN and checked == length else None
+        plain = opener.unseal(data, 0, length, seq, start) if ftype == _RUN and checked == length else None
         if plain is None:
             raise CorruptLogError(path=file.path, offset=start, reason=AUTH_FAILED)
         with self._lock:

@@ -108,7 +108,7 @@ class Transaction:
         self.kind: TxnKind | None = None
         self.state = TxnState.OPEN
         self.count = 0  # events put or taken so far
-        self.frames: list[bytes] = []  # PUT frames (RUN frames when encrypting) not yet written
+        self.frames: list[bytes] = []  # PUT frames (open RUN frames when encrypting) not yet written
         self.runs: list[Placement] = []  # encrypting: per RUN frame in ``frames``, where its PUT frames are
         self.buffered_bytes = 0
         self.first_seq = 0
@@ -163,7 +163,8 @@ class Transaction:
         return list(range(first, first + len(payloads)))
 
     def _seal(self, first: int, payloads: list[bytes]) -> None:
-        """Encrypting channel: the PUT frames of ``payloads`` sealed in runs (one AEAD call per run)."""
+        """Encrypting channel: the PUT frames of ``payloads`` in open runs, which the log writer
+        seals (one AEAD call per run) where it writes them: a run is bound to its place."""
         channel = self._channel
         assert channel.sealer is not None
         runs, offsets = channel.sealer.put_runs(self.txn_id, first, payloads, run_limit(channel.config.max_file_size))

@@ -115,16 +115,36 @@ def session_key(data: bytes, key: str = KEY_A) -> bytes:
     return out[:32]
 
 
-def opened_runs(path: Path) -> list[list[tuple[int, int, bytes]]]:
-    """Per RUN frame of a segment: ``(offset in the file, seq, payload)`` of each PUT frame it seals,
-    decrypted with the spec alone (nonce: first seq + type RUN; associated data: the RUN header)."""
+def segment_key(data: bytes, key: str = KEY_A) -> bytes:
+    """The key of a version 4 segment: HKDF-SHA256 of its session key and its log id (the spec)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    info = b"ingest-toolkit log v4 segment key\x00" + data[16:24]  # the log id field: u64, little-endian
+    return HKDF(hashes.SHA256(), 32, salt=None, info=info).derive(session_key(data, key))
+
+
+def unseal(data: bytes, offset: int, length: int, seq: int) -> bytes:
+    """The plaintext of the RUN frame at ``offset`` of the segment ``data``, decrypted with the spec
+    alone. Version 4: the segment's key, nonce first seq + offset (u32), associated data the RUN
+    header + log id + offset (u64 each); version 3: the session key, nonce first seq + type RUN,
+    associated data the RUN header."""
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+    frame = data[offset: offset + length]
+    if data[8] == 4:
+        aad = frame[:24] + data[16:24] + struct.pack("<Q", offset)
+        return AESGCM(segment_key(data)).decrypt(struct.pack("<QI", seq, offset), frame[24:-4], aad)
+    return AESGCM(session_key(data)).decrypt(struct.pack("<QI", seq, fmt.FrameType.RUN), frame[24:-4], frame[:24])
+
+
+def opened_runs(path: Path) -> list[list[tuple[int, int, bytes]]]:
+    """Per RUN frame of a segment: ``(offset in the file, seq, payload)`` of each PUT frame it seals,
+    decrypted with the spec alone (:func:`unseal`)."""
     data = path.read_bytes()
-    aes, runs = AESGCM(session_key(data)), []
+    runs = []
     for offset, length, _txn, seq in run_frames(path):
-        frame = data[offset: offset + length]
-        plain = aes.decrypt(struct.pack("<QI", seq, fmt.FrameType.RUN), frame[24:-4], frame[:24])
+        plain = unseal(data, offset, length, seq)
         inner, pos = [], 0
         while pos < len(plain):
             _ftype, size, _t, inner_seq = fmt.check_frame(plain, pos, len(plain))
@@ -145,13 +165,13 @@ def tamper(path: Path, offset: int, length: int) -> None:
 
 
 # -- the basics --------------------------------------------------------------------------
-def test_encrypted_channel_round_trips_and_writes_version_3_segments(tmp_path: Path) -> None:
+def test_encrypted_channel_round_trips_and_writes_version_4_segments(tmp_path: Path) -> None:
     with FileChannel(**keyed(tmp_path)) as channel:
         put(channel, 0, 30)
         assert channel.stats()["writing"]
     assert all(key_id_of(p) == 1 for p in segments(tmp_path))
     path = segments(tmp_path)[0]
-    assert path.read_bytes()[8:10] == b"\x03\x00"  # version 3: sealed runs
+    assert path.read_bytes()[8:10] == b"\x04\x00"  # version 4: sealed runs bound to their place
     assert put_frames(path) == []  # no PUT frame outside a run
     [(_offset, length, _txn, _seq)] = run_frames(path)  # one put_many: one run, one AEAD call
     [inner] = opened_runs(path)
@@ -468,12 +488,13 @@ def reseal_header(head: bytearray) -> bytes:
     return bytes(head)
 
 
-def test_version_3_header_round_trip() -> None:
-    key = fmt.SegmentKey(513, bytes(range(8)), b"\x01\x02\x03\x04", runs=True)
+@pytest.mark.parametrize("version", [3, 4])
+def test_version_3_and_4_headers_round_trip(version: int) -> None:
+    key = fmt.SegmentKey(513, bytes(range(8)), b"\x01\x02\x03\x04", version)
     header = fmt.encode_segment_header(9, bytes(range(16)), 123, key)
-    assert header[8:10] == b"\x03\x00" and header[12:16] == b"\x01\x00\x01\x02"
+    assert header[8:10] == bytes([version, 0]) and header[12:16] == b"\x01\x00\x01\x02"
     assert fmt.decode_segment_header(header) == (9, bytes(range(16)), 123)
-    assert fmt.segment_key(header) == key
+    assert fmt.segment_key(header) == key and key.runs and key.bound == (version == 4)
 
 
 def test_version_2_header_round_trip_and_validation() -> None:
@@ -491,11 +512,9 @@ def test_version_2_header_round_trip_and_validation() -> None:
 
 
 def test_a_sealed_run_is_as_the_spec_says(tmp_path: Path) -> None:
-    """Derive the session key as docs/log-format.md describes and decrypt a run with it: the
-    plaintext is the transaction's PUT frames of version 1, back to back, and the pointers of the
-    events are the offsets of those frames in the file."""
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
+    """Derive the segment's key as docs/log-format.md describes and decrypt a run with it, at its
+    place: the plaintext is the transaction's PUT frames of version 1, back to back, and the
+    pointers of the events are the offsets of those frames in the file."""
     with FileChannel(**keyed(tmp_path)) as channel:
         with channel.transaction() as tx:
             seqs = tx.put_many([event(i) for i in range(3)])
@@ -505,8 +524,8 @@ def test_a_sealed_run_is_as_the_spec_says(tmp_path: Path) -> None:
     data = path.read_bytes()
     [(offset, length, run_txn, seq)] = run_frames(path)
     assert (run_txn, seq) == (txn, seqs[0])
-    frame = data[offset: offset + length]
-    plain = AESGCM(session_key(data)).decrypt(struct.pack("<QI", seq, fmt.FrameType.RUN), frame[24:-4], frame[:24])
+    assert data[8] == 4
+    plain = unseal(data, offset, length, seq)
     expected = [fmt.encode_frame(fmt.FrameType.PUT, txn, s, encode_put(event(i).body, event(i).headers))
                 for i, s in enumerate(seqs)]
     assert plain == b"".join(expected)

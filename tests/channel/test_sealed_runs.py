@@ -32,6 +32,7 @@ from .test_encryption import (
     segments,
     session_key,
     tamper,
+    unseal,
 )
 
 
@@ -110,9 +111,9 @@ def test_small_takes_one_after_another_decrypt_each_run_once(many_runs: Path, mo
     calls: list[int] = []
     unseal = Opener.unseal
 
-    def counted(self: Opener, buf: bytes, pos: int, length: int, seq: int) -> bytes | None:
+    def counted(self: Opener, buf: bytes, pos: int, length: int, seq: int, offset: int | None = None) -> bytes | None:
         calls.append(seq)
-        return unseal(self, buf, pos, length, seq)
+        return unseal(self, buf, pos, length, seq, offset)
 
     monkeypatch.setattr(Opener, "unseal", counted)
     runs = sum(len(run_frames(p)) for p in segments(many_runs))
@@ -237,6 +238,106 @@ def test_a_put_frame_outside_a_run_is_refused(tmp_path: Path) -> None:
     assert raised.value.offset == offset and "outside a sealed run" in raised.value.reason
 
 
+# -- runs are bound to their place (version 4) --------------------------------------------------
+def copy_run(src: Path, src_run: int, dst: Path, dst_run: int) -> tuple[int, int]:
+    """Copy RUN frame ``src_run`` of segment ``src`` byte for byte over RUN frame ``dst_run`` of
+    ``dst`` (the same length: header, ciphertext, tag, CRC); returns the overwritten frame's
+    ``(offset, length)``."""
+    offset, length, _txn, _seq = run_frames(dst)[dst_run]
+    from_offset, from_length, _t, _s = run_frames(src)[src_run]
+    assert from_length == length
+    data = bytearray(dst.read_bytes())
+    data[offset: offset + length] = src.read_bytes()[from_offset: from_offset + length]
+    dst.write_bytes(bytes(data))
+    return offset, length
+
+
+@pytest.mark.parametrize("start", ["checkpoint", "full replay"])
+def test_a_run_copied_over_another_is_refused_never_delivered_in_its_place(tmp_path: Path, start: str) -> None:
+    """Issue 28, item 3: A0..A4 copied over B0..B4 must not come back as A0..A4 twice."""
+    a, b = [Event(b"A%d" % i + bytes(200)) for i in range(5)], [Event(b"B%d" % i + bytes(200)) for i in range(5)]
+    with FileChannel(**keyed(tmp_path)) as channel:
+        for batch in (a, b):  # two transactions, two runs of the same length
+            with channel.transaction() as tx:
+                tx.put_many(batch)
+    [path] = segments(tmp_path)
+    offset, _length = copy_run(path, 0, path, 1)
+    if start == "full replay":
+        (tmp_path / "cp" / "checkpoint.meta").unlink()
+        with pytest.raises(CorruptLogError) as refused:
+            FileChannel(**keyed(tmp_path))
+        assert refused.value.offset == offset and "authentication" in refused.value.reason
+        return
+    with FileChannel(**keyed(tmp_path)) as channel:
+        with channel.transaction() as tx:
+            assert bodies(tx.take(5)) == bodies(a)
+        with channel.transaction() as tx, pytest.raises(CorruptLogError) as raised:
+            tx.take_arrow(5)
+        assert raised.value.offset == offset and "authentication" in raised.value.reason
+        with channel.transaction() as tx, pytest.raises(CorruptLogError):
+            tx.take(5)
+        assert len(channel) == 5  # the events stay queued: nothing was delivered in their place
+    report = verify_channel(*dirs_of(tmp_path), keys=keys_of(tmp_path))
+    assert not report.ok and any(f.kind == "corrupt_frame" and str(offset) in f.message for f in report.findings)
+
+
+def test_a_run_moved_to_another_segment_of_the_same_session_fails_authentication(tmp_path: Path) -> None:
+    """Every segment has its own key, and a run's offset is in its nonce: the first run of one
+    segment copied to the same offset of the next (written by the same session, same salt) fails."""
+    with FileChannel(**keyed(tmp_path, spill_bytes=1 << 20)) as channel:
+        for first in range(0, 400, 5):  # 64 KiB segments: several of them, runs of one length
+            with channel.transaction() as tx:
+                tx.put_many([Event(b"%04d" % i + bytes(200)) for i in range(first, first + 5)])
+    first, second = segments(tmp_path)[:2]
+    assert first.read_bytes()[48:56] == second.read_bytes()[48:56]  # one session: one salt
+    assert run_frames(first)[0][0] == run_frames(second)[0][0] == fmt.SEGMENT_HEADER_SIZE
+    copy_run(first, 0, second, 0)
+    (tmp_path / "cp" / "checkpoint.meta").unlink()
+    with pytest.raises(CorruptLogError) as refused:
+        FileChannel(**keyed(tmp_path, spill_bytes=1 << 20))
+    assert refused.value.path == str(second) and "authentication" in refused.value.reason
+
+
+# -- version 3 segments (earlier releases) -----------------------------------------------------
+def downgrade_to_version_3(root: Path) -> None:
+    """Rewrite every segment of a closed encrypted channel as the release before bound runs wrote
+    it (version 3: runs sealed under the session key, nonce first seq + type RUN, the RUN header
+    the associated data). The frames keep their lengths and offsets, so the checkpoint stays valid."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    for path in segments(root):
+        data = bytearray(path.read_bytes())
+        aes = AESGCM(session_key(bytes(data)))
+        plains = [(offset, length, seq, unseal(bytes(data), offset, length, seq))
+                  for offset, length, _txn, seq in run_frames(path)]
+        for offset, length, seq, plain in plains:
+            header = bytes(data[offset: offset + 24])
+            sealed = header + aes.encrypt(struct.pack("<QI", seq, fmt.FrameType.RUN), plain, header)
+            data[offset: offset + length] = sealed + struct.pack("<I", crc32c(sealed))
+        data[8:10] = b"\x03\x00"
+        data[60:64] = struct.pack("<I", crc32c(bytes(data[:60])))
+        path.write_bytes(bytes(data))
+
+
+def test_version_3_segments_of_earlier_releases_stay_readable(tmp_path: Path) -> None:
+    with FileChannel(**keyed(tmp_path)) as channel:
+        put(channel, 0, 40)
+        put(channel, 40, 40)
+    downgrade_to_version_3(tmp_path)
+    assert {p.read_bytes()[8] for p in segments(tmp_path)} == {3}
+    assert verify_channel(*dirs_of(tmp_path), keys=keys_of(tmp_path)).ok
+    with FileChannel(**keyed(tmp_path)) as channel:  # from the checkpoint: runs read by pointer
+        with channel.transaction() as tx:
+            assert bodies(tx.take(5)) == expected(0, 5)
+        put(channel, 80, 5)  # written in version 4 next to them
+    assert {p.read_bytes()[8] for p in segments(tmp_path)} == {3, 4}
+    (tmp_path / "cp" / "checkpoint.meta").unlink()
+    with FileChannel(**keyed(tmp_path)) as channel:  # a full replay authenticates both versions
+        with channel.transaction() as tx:
+            assert [e.body for e in tx.take_arrow(75).events()] == expected(5, 75)
+        assert drain(channel) == expected(80, 5)
+
+
 # -- version 2 segments (earlier releases) -----------------------------------------------------
 def downgrade_to_version_2(root: Path) -> None:
     """Rewrite every segment of a closed encrypted channel that only put events as an earlier
@@ -284,8 +385,8 @@ def test_version_2_segments_of_earlier_releases_stay_readable(tmp_path: Path) ->
     with FileChannel(**keyed(tmp_path)) as channel:  # a full replay of version 2 segments
         with channel.transaction() as tx:
             assert bodies(tx.take(5)) == expected(0, 5)
-        put(channel, 80, 5)  # written in version 3 next to them
-    assert {p.read_bytes()[8] for p in segments(tmp_path)} == {2, 3}
+        put(channel, 80, 5)  # written in version 4 next to them
+    assert {p.read_bytes()[8] for p in segments(tmp_path)} == {2, 4}
     with FileChannel(**keyed(tmp_path)) as channel:  # from the checkpoint: read by pointer
         assert channel.replay_stats.frames == 0
         with channel.transaction() as tx:
