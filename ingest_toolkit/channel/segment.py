@@ -28,7 +28,7 @@ from .tail import all_zero, classify_tail
 
 __all__ = ["FrameOpener", "ScanResult", "SegmentWriter", "all_zero", "check_sealed", "header_lost", "iter_frames",
            "meta_path", "read_meta", "scan_segment", "segment_path", "list_segments", "survey_headers",
-           "vanished_segments", "written_proof"]
+           "vanished_segments", "written_after_header", "written_proof"]
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +96,26 @@ def header_lost(path: str, fs: FileSystem | None = None) -> str | None:
     return None
 
 
+def written_after_header(path: str, fs: FileSystem | None = None, chunk: int = 1 << 20) -> int | None:
+    """Offset of the first non-zero byte after the 64-byte header slot; None when every byte there
+    is zero (or there is none). A segment's header is synced before any frame is written to it,
+    so bytes there are frames: proof that the segment was created completely."""
+    file = (fs or OsFileSystem()).open_read(path)
+    try:
+        size, offset = file.size(), fmt.SEGMENT_HEADER_SIZE
+        while offset < size:
+            piece = file.pread(min(chunk, size - offset), offset)
+            if not piece:
+                return None
+            stripped = piece.lstrip(b"\x00")
+            if stripped:
+                return offset + len(piece) - len(stripped)
+            offset += len(piece)
+        return None
+    finally:
+        file.close()
+
+
 def survey_headers(segments: list[tuple[int, str]],
                    fs: FileSystem | None = None) -> tuple[list[str | None], list[bool]]:
     """For segments in log order: :func:`header_lost` of each, and whether a later segment with
@@ -113,14 +133,19 @@ def written_proof(path: str, log_id: int, *, later_written: bool,
     """What proves segment ``log_id`` was written completely at least once; None when nothing does.
 
     A segment is created (header synced, directory synced) before any frame, any later segment
-    or any checkpoint can refer to it, so each of these is proof: ``later_written`` (a later
-    segment with its header exists), its ``.meta``, or ``checkpoint`` (the highest log id the
-    checkpoint names, and its path). Without proof, a segment with no header is the remains of
-    an interrupted creation (or a stray file)."""
+    or any checkpoint can refer to it, so each of these is proof: frames after its header (any
+    byte there that is not zero), ``later_written`` (a later segment with its header exists), its
+    ``.meta``, or ``checkpoint`` (the highest log id the checkpoint names, and its path). Without
+    proof, a segment with no header is the remains of an interrupted creation (or a stray file)."""
     if log_id == 0:
         return None  # log ids start at 1: never a segment the channel wrote
-    if (fs or OsFileSystem()).exists(meta_path(path)):
+    fs = fs or OsFileSystem()
+    if fs.exists(meta_path(path)):
         return f"it was sealed (its .meta {os.path.basename(meta_path(path))} exists)"
+    frames_at = written_after_header(path, fs) if fs.exists(path) else None
+    if frames_at is not None:
+        return (f"frames follow the header (data at offset {frames_at}; a header is synced before any "
+                "frame is written)")
     if later_written:
         return "a later segment exists"
     through, checkpoint_path = checkpoint

@@ -10,6 +10,7 @@ anything. Only the newest segment with no such proof is an interrupted creation,
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,45 @@ def test_a_sealed_segment_that_lost_its_header_is_refused_not_removed(tmp_path: 
     assert isinstance(err, CorruptLogError) and err.path == str(log2)
     assert "channel repair" in str(err) and "sealed" in str(err) and "\n" not in str(err)
     assert snapshot(tmp_path) == before  # nothing removed, nothing rewritten
+
+
+def crashed_history(root: Path) -> Path:
+    """The issue's history as a crash leaves it: ``a b`` in sealed log-1; ``c d`` put (each commit
+    synced) and ``a`` taken in log-2, which no .meta and no checkpoint names yet (the case for up
+    to ``checkpoint_interval`` after every roll). Returns the copy's root."""
+    live = root / "live"
+    with FileChannel(**settings(live)) as channel:
+        put(channel, b"a", b"b")
+    channel = FileChannel(**{**settings(live), "checkpoint_interval": 3600})
+    try:
+        put(channel, b"c", b"d")
+        assert take(channel, 1) == [b"a"]
+        crashed = root / "crashed"
+        shutil.copytree(live, crashed, ignore=shutil.ignore_patterns("in_use.lock"))
+    finally:
+        channel.close()
+    assert not segment(crashed, 2).with_name("log-2.meta").exists()
+    return crashed
+
+
+def test_a_newest_segment_with_a_zeroed_header_and_frames_behind_it_is_refused(tmp_path: Path) -> None:
+    """Issue 28, item 1: frames behind a zeroed header prove the segment was written (its header
+    was synced before any frame), so it is damage: never removed as an interrupted creation."""
+    root = crashed_history(tmp_path)
+    log2 = segment(root, 2)
+    log2.write_bytes(bytes(HEADER) + log2.read_bytes()[HEADER:])
+    before = snapshot(root)
+    with pytest.raises(SegmentLostError, match="frames follow the header") as raised:
+        FileChannel(**settings(root))
+    assert raised.value.path == str(log2) and "channel repair" in str(raised.value)
+    assert snapshot(root) == before  # nothing removed, nothing rewritten
+    result = CliRunner().invoke(main, ["channel", "verify", *dir_args(root), "--json"])
+    doc = json.loads(result.output)
+    assert result.exit_code != 0 and [f["path"] for f in doc["findings"] if f["kind"] == "lost_segment"] == [str(log2)]
+    applied = CliRunner().invoke(main, ["channel", "repair", "--yes", *dir_args(root)])
+    assert applied.exit_code == 0 and "events lost: 0" in applied.output, applied.output
+    with FileChannel(**settings(root)) as channel:
+        assert queued(channel) == [b"b", b"c", b"d"]
 
 
 def test_an_empty_segment_before_a_later_one_is_refused(tmp_path: Path) -> None:
