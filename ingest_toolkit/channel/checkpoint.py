@@ -32,6 +32,7 @@ from .fs import FileSystem, OsFileSystem, read_file, write_atomic
 from .pointer_queue import FrozenPointers
 from .proto import channel_pb2 as pb
 from .tags import TagRecord
+from .txnframes import count_refs
 
 __all__ = ["CHECKPOINT_META", "Checkpoint", "CheckpointInfo", "CheckpointInvalid", "Snapshot",
            "decode_meta", "encode_meta", "load_checkpoint", "read_checkpoint_meta", "remove_stale_files",
@@ -201,11 +202,13 @@ def remove_stale_files(fs: FileSystem, directory: str, keep: tuple[str, ...]) ->
 
 
 # -- loading ------------------------------------------------------------------------------
-def load_checkpoint(directory: str, channel_id: bytes | None, fs: FileSystem | None = None) -> Checkpoint | None:
+def load_checkpoint(directory: str, channel_id: bytes | None, fs: FileSystem | None = None, *,
+                    check_counts: bool = True) -> Checkpoint | None:
     """Load and validate the checkpoint; None when there is none.
 
     Raises CheckpointInvalid when it exists but cannot be trusted, and ChannelIdentityError when
-    it belongs to another channel.
+    it belongs to another channel. ``check_counts=False`` skips the recount of its reference
+    counts (``channel verify`` recounts them itself and reports each difference).
     """
     meta_file = os.path.join(directory, CHECKPOINT_META)
     fs = fs or OsFileSystem()
@@ -219,11 +222,35 @@ def load_checkpoint(directory: str, channel_id: bytes | None, fs: FileSystem | N
             "channel's directory, or delete checkpoint.meta to rebuild it by a full replay")
     queue = _load_queue(fs, os.path.join(directory, _file_name(meta.queue_file, meta_file)), meta)
     inflight = _load_inflight(fs, os.path.join(directory, _file_name(meta.inflight_file, meta_file)), meta)
+    if check_counts:
+        _check_counts(meta_file, meta, queue, inflight)
     return Checkpoint(meta, queue,
                       takes=[(t.txn_id, list(t.pointers)) for t in inflight.takes],
                       puts=[(t.txn_id, list(t.pointers)) for t in inflight.puts],
                       marks=[(m.end, m.unix_ns) for m in inflight.commit_marks],
                       tags=[TagRecord(t.tag, t.first_seq, t.count, t.commit_unix_ns) for t in inflight.tags])
+
+
+def _check_counts(path: str, meta: pb.CheckpointMeta, queue: array[int], inflight: pb.Inflight) -> None:
+    """The counts of ``checkpoint.meta`` must be those of the queue and open takes it describes:
+    the reference counts decide which segments may be deleted, so a count the queue does not
+    support (a field lost, a flipped bit under a valid CRC, a bug) must never be trusted. Raises
+    CheckpointInvalid: recovery then falls back to the backup copy or a full replay, which
+    recounts them."""
+    held = array("Q", queue)
+    for txn in inflight.takes:
+        held.extend(txn.pointers)
+    taken = len(held) - len(queue)
+    if meta.inflight_takes != taken or meta.queue_size != len(held):
+        raise CheckpointInvalid(path, f"says {meta.queue_size} events queued and {meta.inflight_takes} in open takes, "
+                                      f"but its queue and inflight files hold {len(queue)} and {taken}")
+    stored = {log_id: n for log_id, n in sorted(meta.log_refcounts.items()) if n}
+    counted = count_refs(held)
+    if stored != counted:
+        wrong = min(k for k in stored.keys() | counted.keys() if stored.get(k, 0) != counted.get(k, 0))
+        raise CheckpointInvalid(path, f"its log reference counts do not match the queue they describe (log {wrong}: "
+                                      f"{stored.get(wrong, 0)} recorded, {counted.get(wrong, 0)} queued); they are "
+                                      "never trusted over the queue")
 
 
 def _file_name(name: str, meta_file: str) -> str:

@@ -30,7 +30,7 @@ from .fs import FileSystem, write_atomic
 from .proto import channel_pb2 as pb
 from .segment import meta_path
 
-__all__ = ["CheckpointResult", "Checkpointer", "deletable_logs", "deletion_floor"]
+__all__ = ["CheckpointResult", "Checkpointer", "deletable_logs", "deletion_floor", "lowest_pointer", "supported"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,28 @@ def deletable_logs(snap: Snapshot, log_ids: list[int], backup_floor: int | None 
     return sorted(lid for lid in log_ids if lid < floor)
 
 
+def lowest_pointer(snap: Snapshot) -> int | None:
+    """The smallest pointer a queued, taken or spilled event of the snapshot holds (None: none).
+    One pass over the queue in C; read before the queue is released."""
+    lowest = [min(part.cast("Q")) for part in snap.queue.parts()]
+    lowest += [min(pointers) for _txn, pointers in (*snap.takes, *snap.puts) if pointers]
+    return min(lowest, default=None)
+
+
+def supported(log_ids: list[int], lowest: int | None, checkpoint_id: int) -> list[int]:
+    """``log_ids`` (to be deleted) below the segment of ``lowest`` (:func:`lowest_pointer`):
+    deletion never rests on the reference counts alone. A segment that an event still points
+    into while the counts say it is drained is kept, with an error: the counts are wrong, the
+    queue is not."""
+    if not log_ids or lowest is None or pointer_log_id(lowest) > max(log_ids):
+        return log_ids
+    floor = pointer_log_id(lowest)
+    log.error("checkpoint %d: the reference counts say segments %s are drained, but an event still points into "
+              "log %d; keeping it and every later segment (the counts are wrong: please report it)",
+              checkpoint_id, log_ids, floor)
+    return [log_id for log_id in log_ids if log_id < floor]
+
+
 class Checkpointer:
     """Runs checkpoints for one channel: on demand, on a timer, and at close.
 
@@ -92,6 +114,7 @@ class Checkpointer:
             snap, paths = self._snapshot()
             blocked = time.monotonic() - started
             try:
+                lowest = lowest_pointer(snap)
                 self._sync_through((snap.log_id, snap.log_offset))  # never points past durable frames
                 snap.log_bytes = _total_size(paths.values())
                 meta = write_checkpoint(self._fs, self._dir, self._channel_id, snap,
@@ -102,7 +125,8 @@ class Checkpointer:
             backed_up = time.monotonic()
             error = self._copy_to_backup(meta, snap) if self.backup_dir else None
             backup_seconds = time.monotonic() - backed_up if self.backup_dir else 0.0
-            deleted = self._delete(deletable_logs(snap, list(paths), self.backup.floor), paths)
+            drained = deletable_logs(snap, list(paths), self.backup.floor)
+            deleted = self._delete(supported(drained, lowest, snap.checkpoint_id), paths)
             self.last = CheckpointResult(meta, blocked, time.monotonic() - started, deleted,
                                          backup_seconds, error)
             return self.last

@@ -76,7 +76,15 @@ def recover(fs: FileSystem, config: ChannelConfig, progress: ProgressFn | None,
         log.warning("no usable checkpoint, rebuilding the state by a full replay of the logs: %s", problem)
     tags = TagStore(config.tag_window, int(config.tag_retention_seconds * 1e9))
     proof = written_through(config.checkpoint_dir, fs)
-    result = replay(fs, config.data_dirs, start=start, progress=progress, tags=tags, checkpoint=proof, keys=keys)
+    try:
+        result = replay(fs, config.data_dirs, start=start, progress=progress, tags=tags, checkpoint=proof, keys=keys)
+    except CheckpointInvalid as err:  # the checkpoint loaded, but the frames after it contradict it
+        if start is None:
+            raise
+        log.warning("checkpoint not usable, rebuilding the state by a full replay of the logs: %s", err)
+        start, problem, source = None, str(err), "full-replay"
+        tags = TagStore(config.tag_window, int(config.tag_retention_seconds * 1e9))
+        result = replay(fs, config.data_dirs, progress=progress, tags=tags, checkpoint=proof, keys=keys)
     found = result.channel_id or (start.meta.channel_id if start else None)
     if start is not None and result.channel_id and result.channel_id != start.meta.channel_id:
         raise ChannelIdentityError(

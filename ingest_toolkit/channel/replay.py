@@ -23,9 +23,7 @@ applied adds its tag, in log order, as the running channel did when it published
 from __future__ import annotations
 
 import logging
-import sys
 import time
-from array import array
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +31,7 @@ from typing import TypeVar
 
 from google.protobuf.message import DecodeError
 
-from ..errors import ChannelIdentityError, CorruptLogError, SegmentLostError
+from ..errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError, SegmentLostError
 from . import format as fmt
 from .checkpoint import Checkpoint
 from .codec import TXN_PUT, decode_commit, decode_take
@@ -52,7 +50,7 @@ from .segment import (
     written_proof,
 )
 from .tags import TagRecord, TagStore
-from .txnframes import count_logs
+from .txnframes import count_logs, count_refs
 
 __all__ = ["ReplayResult", "ReplayStats", "SegmentInfo", "count_refs", "replay"]
 
@@ -224,6 +222,7 @@ def replay(fs: FileSystem, data_dirs: list[str], *, start: Checkpoint | None = N
         infos.append(info)
         _report(progress, index + 1, len(segments), state.stats)
     queue = state.finish()
+    _check_counts(state, start)
     state.stats.segments = len(infos)
     state.stats.seconds = time.monotonic() - started
     result = ReplayResult(queue, state.refcounts(), infos, channel_id, state.max_seq,
@@ -236,19 +235,24 @@ def replay(fs: FileSystem, data_dirs: list[str], *, start: Checkpoint | None = N
     return result
 
 
+def _check_counts(state: _State, start: Checkpoint | None) -> None:
+    """No segment's count may end below zero: a checkpoint whose counts do not add up with the
+    frames after it cannot be used (CheckpointInvalid: recovery replays in full instead)."""
+    negative = sorted(log_id for log_id, n in state.refs.items() if n < 0)
+    if not negative:
+        return
+    if start is not None:
+        raise CheckpointInvalid("checkpoint.meta", f"the takes committed after checkpoint {start.meta.checkpoint_id} "
+                                f"remove more events from log {negative[0]} than it counts there")
+    raise CorruptLogError(path=f"log-{negative[0]}", offset=0,
+                          reason="committed takes remove more events from it than were put: frames are missing")
+
+
 def _report(progress: ProgressFn | None, done: int, total: int, stats: ReplayStats) -> None:
     if progress:
         progress(done, total)
     if total >= 8 and done % max(total // 8, 1) == 0:
         log.info("replay: %d of %d segments, %d frames", done, total, stats.frames)
-
-
-def count_refs(pointers: array[int]) -> dict[int, int]:
-    """Events per log id among ``pointers`` (an offline recount, e.g. for verify)."""
-    if sys.byteorder != "little":
-        raise NotImplementedError("count_refs assumes a little-endian machine")
-    high_words = array("I", pointers.tobytes())[1::2]  # log id = upper 32 bits of each pointer
-    return dict(sorted(Counter(high_words).items()))
 
 
 def _interrupted_creation(fs: FileSystem, log_id: int, path: str, damage: str, *, later_written: bool,

@@ -6,6 +6,8 @@ they know nothing of transactions objects, only their ids and pointers.
 
 from __future__ import annotations
 
+import sys
+from array import array
 from collections import Counter
 
 from . import format as fmt
@@ -13,7 +15,7 @@ from .codec import TXN_TAKE, encode_commit, encode_take
 from .format import FrameType
 from .tags import TagRecord
 
-__all__ = ["commit_frame", "count_logs", "fit_frames", "put_seq_range", "take_frames"]
+__all__ = ["commit_frame", "count_logs", "count_refs", "fit_frames", "put_seq_range", "take_frames"]
 
 PUT = int(FrameType.PUT)
 MAX_TAKE_FRAME_POINTERS = 1 << 16
@@ -74,3 +76,12 @@ def count_logs(refcounts: Counter[int], pointers: list[int], sign: int) -> None:
         refcounts[log_id] += sign * n
         if refcounts[log_id] == 0:
             del refcounts[log_id]
+
+
+def count_refs(pointers: array[int]) -> dict[int, int]:
+    """Events per log id among ``pointers``, sorted by log id: a recount from scratch (what a
+    checkpoint's reference counts are checked against when it is loaded; verify's recount)."""
+    if sys.byteorder != "little":
+        raise NotImplementedError("count_refs assumes a little-endian machine")
+    high_words = array("I", pointers.tobytes())[1::2]  # log id = upper 32 bits of each pointer
+    return dict(sorted(Counter(high_words).items()))

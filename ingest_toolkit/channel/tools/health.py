@@ -31,7 +31,7 @@ from ...errors import CheckpointInvalid, IngestError
 from .. import format as fmt
 from ..checkpoint import CHECKPOINT_META, Checkpoint, decode_meta, load_checkpoint
 from ..fs import OsFileSystem, read_file
-from ..replay import count_refs
+from ..txnframes import count_refs
 from .common import ChannelDirs, segments_of
 from .refcounts import deletion_floor, recount
 
@@ -57,7 +57,7 @@ def load_live_checkpoint(checkpoint_dir: str) -> LiveCheckpoint | None:
     last: CheckpointInvalid | None = None
     for attempt in range(1, _ATTEMPTS + 1):
         try:
-            checkpoint = load_checkpoint(checkpoint_dir, None)
+            checkpoint = load_checkpoint(checkpoint_dir, None, check_counts=False)  # the checks recount themselves
         except CheckpointInvalid as err:
             last = err
             time.sleep(0.05 * attempt)  # a checkpoint is being written: let it finish

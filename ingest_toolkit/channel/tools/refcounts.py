@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from .. import checkpointer
 from ..checkpoint import Checkpoint
 from ..format import pointer_log_id
-from ..replay import count_refs
+from ..txnframes import count_refs
 
 __all__ = ["DeletionFloor", "Recount", "deletion_floor", "recount"]
 
