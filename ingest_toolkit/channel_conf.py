@@ -36,6 +36,7 @@ class NamedChannel:
     settings: dict[str, Any]
     origin: str  # "conf/agent.toml [channels.events]": for messages
     agent_conf: Path | None  # the agent configuration that names it (None: a [channel] file)
+    name: str | None = None  # its name in that agent configuration (None: a [channel] file)
 
     @property
     def directories(self) -> list[str]:
@@ -69,4 +70,4 @@ def _from_agent_conf(conf: Path, channel: str | None) -> NamedChannel:
     if channel not in channels:
         raise ConfigError(f"{conf} has no [channels.{channel}] table; its channels: "
                           f"{', '.join(sorted(channels)) or 'none'}", key=f"channels.{channel}")
-    return NamedChannel(channels[channel].model_dump(), f"{conf} [channels.{channel}]", conf)
+    return NamedChannel(channels[channel].model_dump(), f"{conf} [channels.{channel}]", conf, channel)

@@ -17,10 +17,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .acknowledge import acknowledge
 from .channel import Event, FileChannel, tools
 from .channel.checkpoint import read_checkpoint_meta
 from .channel.config import ChannelConfig, load_channel_settings
 from .channel.crypto import KeyChain, load_keyring
+from .channel.incidents import load_incidents
 from .channel.lock import lock_holder
 from .channel.tools import render
 from .channel.tools.common import PhaseProgress
@@ -266,6 +268,45 @@ def channel_repair(conf_path: Path | None, channel_name: str | None, checkpoint_
         _print_json(report.to_json())
     else:
         render.print_repair(output_console(), report)
+
+
+@channel_group.command("incidents")
+@_channel_options
+def channel_incidents(conf_path: Path | None, channel_name: str | None, checkpoint_dir: str | None,
+                      data_dirs: tuple[str, ...], as_json: bool) -> None:
+    """List what recovery and repairs cut from the channel's log, open incidents first (read
+    from incidents.json without a lock: safe while the channel runs)."""
+    directory = _directories(checkpoint_dir, data_dirs, conf_path, channel_name)[0]
+    incidents = sorted(load_incidents(directory), key=lambda i: (not i.open, i.id))
+    if as_json:
+        _print_json({"checkpoint_dir": directory, "open": sum(i.open for i in incidents),
+                     "incidents": [i.to_json() for i in incidents]})
+    else:
+        render.print_incidents(output_console(), directory, incidents)
+
+
+@channel_group.command("acknowledge")
+@_channel_options
+@click.option("--incident", "ids", type=int, multiple=True, help="An incident to acknowledge (repeat the option; "
+                                                                  "'channel incidents' lists them).")
+@click.option("--all", "all_open", is_flag=True, help="Acknowledge every open incident.")
+@click.option("--note", required=True, help="What was done about it (kept with the incident).")
+def channel_acknowledge(conf_path: Path | None, channel_name: str | None, checkpoint_dir: str | None,
+                        data_dirs: tuple[str, ...], as_json: bool, ids: tuple[int, ...], all_open: bool,
+                        note: str) -> None:
+    """Mark incidents as handled: the channel's status stops counting them and its
+    recovery_losses_acknowledged check passes again. Goes through the agent when one runs the
+    channel (found by --conf), else writes the channel's directory itself."""
+    if bool(ids) == all_open:
+        raise click.UsageError("give --incident ID (repeatable) or --all")
+    directory = _directories(checkpoint_dir, data_dirs, conf_path, channel_name)[0]
+    named = None if checkpoint_dir else find_channel(conf_path or DEFAULT_AGENT_CONF, channel_name)
+    done = acknowledge(directory, named, None if all_open else list(ids), note)
+    if as_json:
+        _print_json({"acknowledged": done.incidents, "via": done.via})
+        return
+    click.echo(f"acknowledged {len(done.incidents)} incident(s) through {done.via}: "
+               f"{', '.join(str(i['id']) for i in done.incidents) or 'none was open'}")
 
 
 class _ExtraCommand(click.Command):

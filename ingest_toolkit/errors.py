@@ -15,7 +15,8 @@ Hierarchy::
         │   └── TransactionCapacityError
         ├── EventTooLargeError         one event exceeds ``max_event_size``
         ├── CorruptLogError            a log record failed validation (carries path + offset)
-        │   └── SegmentLostError       a segment proven written lost its header or its frames
+        │   ├── SegmentLostError       a segment proven written lost its header or its frames
+        │   └── TailRefusedError       recovery_mode refuses the newest segment's torn or damaged tail
         ├── CheckpointInvalid          a checkpoint file cannot be used (carries path + reason)
         ├── LogReadError               the OS failed to read a log segment (EIO); nothing was taken
         ├── ChannelIdentityError       data and checkpoint dirs belong to different channels
@@ -31,7 +32,8 @@ Each stage keeps its own errors in one module, under the same root::
     │   ├── ChannelLockedError
     │   │   ├── ChannelInUseError          channel.tools.common: a tool needs the channel offline
     │   │   └── AgentLockedError           collect.errors: another agent holds the agent's state
-    │   └── ToolError                      channel.tools.common: an operator tool cannot go on
+    │   ├── ToolError                      channel.tools.common: an operator tool cannot go on
+    │   └── IncidentsUnreadable            channel.incidents: incidents.json is damaged
     ├── BadRequestError                    collect.errors: a client's body is malformed (HTTP 400)
     ├── UnsupportedMediaTypeError          collect.errors: HTTP 415
     ├── BatchIdError                       collect.errors: a batch id is invalid
@@ -78,6 +80,7 @@ __all__ = [
     "CheckpointInvalid",
     "ConfigError",
     "CorruptLogError",
+    "TailRefusedError",
     "DiskSpaceError",
     "EncryptionKeyError",
     "EventTooLargeError",
@@ -206,6 +209,27 @@ class SegmentLostError(CorruptLogError):
                   "backup, or run 'ingest-toolkit channel repair --dry-run' with this channel's "
                   "--checkpoint-dir and --data-dir to see what removing its frames would lose")
         self.path, self.offset, self.reason, self.proof = path, 0, damage, proof
+
+
+class TailRefusedError(CorruptLogError):
+    """The newest segment ends in bytes that recovery would have to cut, and ``recovery_mode``
+    refuses to: damage to a frame written whole (``torn`` False: acknowledged commits may be in
+    it), or a torn write in ``strict`` mode. ``events`` / ``transactions``: what the cut would
+    drop (puts without a COMMIT before it)."""
+
+    def __init__(self, *, path: str, offset: int, reason: str, torn: bool, events: int, transactions: int,
+                 mode: str) -> None:
+        what = ("a torn write: a crash interrupted it, and none of its commits was acknowledged under fsync" if torn
+                else "damage: a frame written whole fails its checks, so acknowledged commits may be in it")
+        txns = f"{transactions} transaction{'s' if transactions != 1 else ''}"
+        ChannelError.__init__(
+            self, f"{path} ends at byte offset {offset} in {what} ({reason}). Cutting it would drop {events} events "
+                  f"of {txns} without a COMMIT before it, and recovery_mode = \"{mode}\" refuses to cut. Nothing was "
+                  "changed. See what would be cut with 'ingest-toolkit channel repair --dry-run', or open once with "
+                  f"recovery_mode = \"{'torn_tail' if torn else 'set_aside'}\" to keep a copy of the tail, cut it "
+                  "and record an incident (docs/durability.md, \"Recovery modes\")")
+        self.path, self.offset, self.reason = path, offset, reason
+        self.torn, self.events, self.transactions, self.mode = torn, events, transactions, mode
 
 
 class CheckpointInvalid(ChannelError):

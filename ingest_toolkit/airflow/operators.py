@@ -131,6 +131,8 @@ _RUN: dict[str, _Check] = {
     "checkpoint_fresh": lambda job, _spark: channel_checks.checkpoint_fresh(job.spec, job.settings,
                                                                             agent=job.landing.agent,
                                                                             source=job.source()),
+    "recovery_losses_acknowledged": lambda job, _spark: channel_checks.recovery_losses_acknowledged(
+        job.spec, job.settings, source=job.source()),
     "backlog_below_capacity": lambda job, _spark: channel_checks.backlog_below_capacity(
         job.spec, job.settings, source=job.source()),
     "landed_reconciles": lambda job, spark: data_checks.landed_reconciles(job.spec, job.settings, job.landing,

@@ -30,6 +30,7 @@ from .config import ChannelConfig
 from .crypto import TAG_BYTES, keychain_of
 from .format import FrameType
 from .fs import FileSystem, OsFileSystem
+from .incidents import Incident, IncidentBook
 from .lock import DirectoryLock
 from .logwriter import LogWriter
 from .reader import EventReader
@@ -113,6 +114,7 @@ class FileChannel:
         self.recovery_source = recovered.source
         self._recovered_backup = recovered.backup
         self.backup_problem = recovered.backup.problem if recovered.backup else None
+        self._incidents = IncidentBook(self.config.checkpoint_dir, self._fs)  # what recovery and repairs cut
         self.channel_id = recovered.channel_id
         self._paths = {info.log_id: info.path for info in result.segments}
         self._queue = result.queue
@@ -209,6 +211,7 @@ class FileChannel:
                 "tags_since_unix_ns": self._tags.remembered_since(),
                 "recovery_source": self.recovery_source,
                 "backup": self._backup_stats(),
+                "incidents": self._incidents.summary(),
             }
 
     def _backup_stats(self) -> dict[str, Any] | None:
@@ -218,6 +221,19 @@ class FileChannel:
         return {"dir": self.config.backup_checkpoint_dir, "checkpoint_id": state.checkpoint_id,
                 "current": state.checkpoint_id == self._checkpoint_id, "failures": state.failures,
                 "problem": state.problem}
+
+    def incidents(self) -> list[Incident]:
+        """Every range recovery or a repair cut from this channel's log, oldest first
+        (:mod:`.incidents`); the open ones have ``acknowledged_unix_ns == 0``."""
+        return self._incidents.all()
+
+    def acknowledge_incidents(self, ids: list[int] | None, note: str) -> list[Incident]:
+        """Mark open incidents acknowledged (``ids`` None: all of them); returns those marked.
+        The channel's status stops counting them and its checks pass again."""
+        with self._cond:
+            if self._closed:
+                raise ChannelClosedError()
+        return self._incidents.acknowledge(ids, note)
 
     def checkpoint(self) -> CheckpointResult:
         """Write a checkpoint now and delete the log segments it made unnecessary.

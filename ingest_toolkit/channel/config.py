@@ -11,9 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from ..settings import env_variables, invalid_settings, load_table, validation_problems
 
-__all__ = ["ChannelConfig", "Durability", "load_channel_settings"]
+__all__ = ["ChannelConfig", "Durability", "RecoveryMode", "load_channel_settings"]
 
 Durability = Literal["fsync", "page_cache"]
+RecoveryMode = Literal["torn_tail", "strict", "set_aside"]
 
 MiB = 1 << 20
 
@@ -43,6 +44,11 @@ class ChannelConfig(BaseModel):
     max_file_size: int = Field(256 * MiB, ge=64 * 1024, le=2 << 30)
     max_event_size: int = Field(16 * MiB, ge=1024)
     durability: Durability = "fsync"
+    # What opening does with the end of the newest segment when it does not parse (docs/durability.md,
+    # "Recovery modes"): "torn_tail" cuts a write a crash interrupted and refuses damage to frames
+    # written whole; "strict" refuses both; "set_aside" also cuts damage, keeping a copy. Every cut
+    # that drops events is recorded as an incident until acknowledged.
+    recovery_mode: RecoveryMode = "torn_tail"
     min_free_bytes: int = Field(500 * MiB, ge=0)
     preallocate_bytes: int = Field(4 * MiB, ge=0)
     spill_bytes: int = Field(4 * MiB, ge=4096)

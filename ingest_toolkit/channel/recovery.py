@@ -1,7 +1,8 @@
 """Opening a channel: identity, checkpoint, replay, and making the newest segment final.
 
-Recovery never writes frames. It may cut the newest segment back to its last valid frame (a
-torn tail), seal it, and remove a segment whose creation never completed.
+Recovery never writes frames. It may cut the newest segment back to its last valid frame (a torn
+write, or a damaged tail with ``recovery_mode = "set_aside"``: never in silence, see
+:mod:`.incidents`), seal it, and remove a segment whose creation never completed.
 
 Where the state starts (``Recovered.source``), in order of preference:
 
@@ -30,16 +31,18 @@ from .checkpointer import deletion_floor
 from .config import ChannelConfig
 from .crypto import KeyChain
 from .fs import FileSystem, read_file, write_atomic
+from .incidents import record_incident
 from .proto import channel_pb2 as pb
-from .replay import ProgressFn, ReplayResult, SegmentInfo, replay
+from .replay import ProgressFn, ReplayResult, SegmentInfo, TailCut, replay
 from .segment import list_segments, meta_path, read_meta, vanished_segments
 from .tags import TagStore
 
-__all__ = ["CHANNEL_ID_FILE", "Recovered", "recover"]
+__all__ = ["CHANNEL_ID_FILE", "QUARANTINE_DIR", "Recovered", "recover"]
 
 log = logging.getLogger(__name__)
 
 CHANNEL_ID_FILE = "channel.id"
+QUARANTINE_DIR = "quarantine"  # in a data dir: the tails recovery cut, as they were
 
 
 @dataclass(slots=True)
@@ -76,15 +79,18 @@ def recover(fs: FileSystem, config: ChannelConfig, progress: ProgressFn | None,
         log.warning("no usable checkpoint, rebuilding the state by a full replay of the logs: %s", problem)
     tags = TagStore(config.tag_window, int(config.tag_retention_seconds * 1e9))
     proof = written_through(config.checkpoint_dir, fs)
+    mode = config.recovery_mode
     try:
-        result = replay(fs, config.data_dirs, start=start, progress=progress, tags=tags, checkpoint=proof, keys=keys)
+        result = replay(fs, config.data_dirs, start=start, progress=progress, tags=tags, checkpoint=proof, keys=keys,
+                        recovery_mode=mode)
     except CheckpointInvalid as err:  # the checkpoint loaded, but the frames after it contradict it
         if start is None:
             raise
         log.warning("checkpoint not usable, rebuilding the state by a full replay of the logs: %s", err)
         start, problem, source = None, str(err), "full-replay"
         tags = TagStore(config.tag_window, int(config.tag_retention_seconds * 1e9))
-        result = replay(fs, config.data_dirs, progress=progress, tags=tags, checkpoint=proof, keys=keys)
+        result = replay(fs, config.data_dirs, progress=progress, tags=tags, checkpoint=proof, keys=keys,
+                        recovery_mode=mode)
     found = result.channel_id or (start.meta.channel_id if start else None)
     if start is not None and result.channel_id and result.channel_id != start.meta.channel_id:
         raise ChannelIdentityError(
@@ -95,6 +101,8 @@ def recover(fs: FileSystem, config: ChannelConfig, progress: ProgressFn | None,
     _check_referenced(result, paths, config)  # before changing anything: the error promises that
     _check_orphan_metas(fs, config.data_dirs, paths, proof)
     _remove_incomplete(fs, config.data_dirs, paths)
+    if result.cut is not None:
+        _record_cut(fs, config, result.cut)  # before the cut: a crash in between finds the same tail again
     if result.segments and read_meta(result.segments[-1].path, fs) is None:
         _seal_existing(fs, result.segments[-1], channel_id)
     if len(result.queue) > config.capacity:
@@ -104,6 +112,47 @@ def recover(fs: FileSystem, config: ChannelConfig, progress: ProgressFn | None,
                   backup.checkpoint_id if backup else 0)
     return Recovered(channel_id, result, start, problem, _next_log_id(fs, config.data_dirs),
                      _marks(fs, start, result), last_id, source, backup)
+
+
+def _record_cut(fs: FileSystem, config: ChannelConfig, cut: TailCut) -> None:
+    """Never silent: a cut that drops events, and any damaged tail (the events in its damaged frames
+    cannot be counted), is copied aside and recorded as an incident (logged at ERROR) before it is
+    made; a torn write that drops none (a torn TAKE or ROLLBACK frame) is logged."""
+    if cut.torn and not cut.events:
+        log.warning("%s; nothing is lost (no put lacks its COMMIT), the tail is cut", cut.describe())
+        return
+    copy = _set_aside(fs, cut)
+    acknowledged = not cut.torn or config.durability == "page_cache"
+    incident = record_incident(config.checkpoint_dir, kind="torn_tail" if cut.torn else "damaged_tail",
+                               segment=cut.path, offset=cut.offset, nbytes=cut.end - cut.offset, events=cut.events,
+                               transactions=cut.transactions, acknowledged_data=acknowledged, detail=cut.describe(),
+                               quarantine=copy, fs=fs)
+    log.error("%s; recovery_mode = %r cuts it: %s. Until an operator acknowledges it ('ingest-toolkit channel "
+              "acknowledge --incident %d'), the channel's status counts it and its checks fail", incident.summary(),
+              config.recovery_mode, "its commits were never acknowledged" if not acknowledged
+              else "acknowledged commits may be among them", incident.id)
+
+
+_COPY_CHUNK = 4 << 20
+
+
+def _set_aside(fs: FileSystem, cut: TailCut) -> str:
+    """Copy the bytes of ``cut`` to ``<data dir>/quarantine/`` (synced, atomically named); its path."""
+    directory = os.path.join(os.path.dirname(cut.path), QUARANTINE_DIR)
+    fs.makedirs(directory)
+    target = os.path.join(directory, f"{os.path.basename(cut.path)}.at-{cut.offset}.tail")
+    temporary = f"{target}.tmp"
+    source, out = fs.open_read(cut.path), fs.create(temporary)
+    try:
+        for at in range(cut.offset, cut.end, _COPY_CHUNK):
+            out.pwrite(source.pread(min(_COPY_CHUNK, cut.end - at), at), at - cut.offset)
+        out.sync()
+    finally:
+        source.close()
+        out.close()
+    fs.rename(temporary, target)
+    fs.sync_dir(directory)
+    return target
 
 
 def _highest_checkpoint_file_id(fs: FileSystem, directory: str) -> int:

@@ -31,10 +31,11 @@ from typing import TypeVar
 
 from google.protobuf.message import DecodeError
 
-from ..errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError, SegmentLostError
+from ..errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError, SegmentLostError, TailRefusedError
 from . import format as fmt
 from .checkpoint import Checkpoint
 from .codec import TXN_PUT, decode_commit, decode_take
+from .config import RecoveryMode
 from .crypto import KeyChain
 from .format import FrameType
 from .fs import FileSystem, read_file
@@ -50,9 +51,10 @@ from .segment import (
     written_proof,
 )
 from .tags import TagRecord, TagStore
+from .tail import Tail
 from .txnframes import count_logs, count_refs
 
-__all__ = ["ReplayResult", "ReplayStats", "SegmentInfo", "count_refs", "replay"]
+__all__ = ["ReplayResult", "ReplayStats", "SegmentInfo", "TailCut", "count_refs", "replay"]
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +85,32 @@ class SegmentInfo:
     last_seq: int
 
 
+@dataclass(frozen=True, slots=True)
+class TailCut:
+    """The end of the newest segment that recovery cuts: ``[offset, end)`` of ``path``, a torn
+    write or damage (``torn``), and what the cut drops: ``events`` put by ``transactions`` that
+    have no COMMIT before it. ``frame``: the failing frame's (type, txn id) when readable."""
+
+    log_id: int
+    path: str
+    offset: int
+    end: int
+    torn: bool
+    reason: str
+    events: int
+    transactions: int
+    frame: tuple[int, int] | None = None
+
+    def describe(self) -> str:
+        what = "torn write" if self.torn else "damaged tail"
+        named = ""
+        if self.frame is not None and self.frame[0] == FrameType.COMMIT:
+            named = f"; the failing frame is the COMMIT of transaction {self.frame[1]}"
+        held = "" if self.torn else ", and whatever events the damaged frames held"
+        return (f"{what} of {self.end - self.offset} bytes at offset {self.offset} of {self.path} ({self.reason}): "
+                f"{self.events} events of {self.transactions} transactions without a COMMIT before it{held}{named}")
+
+
 @dataclass(slots=True)
 class ReplayResult:
     queue: PointerQueue
@@ -95,6 +123,7 @@ class ReplayResult:
     puts_committed: int = 0  # cumulative, since the channel was created (checkpoint + replayed)
     takes_committed: int = 0
     tags: TagStore = field(default_factory=TagStore)  # remembered commit tags
+    cut: TailCut | None = None  # the end of the newest segment that recovery cuts, if any
 
 
 class _State:
@@ -114,6 +143,7 @@ class _State:
         self.stats = ReplayStats()
         self.max_seq = 0
         self.max_txn = 0
+        self.cut: TailCut | None = None
         if start is not None:
             self._seed(start)
 
@@ -182,7 +212,8 @@ class _State:
 
 def replay(fs: FileSystem, data_dirs: list[str], *, start: Checkpoint | None = None,
            progress: ProgressFn | None = None, tags: TagStore | None = None,
-           checkpoint: tuple[int, str] = (0, ""), keys: KeyChain | None = None) -> ReplayResult:
+           checkpoint: tuple[int, str] = (0, ""), keys: KeyChain | None = None,
+           recovery_mode: RecoveryMode = "torn_tail") -> ReplayResult:
     """Replay the segments of ``data_dirs`` in log-id order, from ``start`` if given.
 
     ``tags`` is the store to fill with the remembered commit tags (the channel passes one with
@@ -190,7 +221,10 @@ def replay(fs: FileSystem, data_dirs: list[str], *, start: Checkpoint | None = N
     highest log id a checkpoint proves was written, and its path (``checkpoint.written_through``):
     such a segment without its header is damage (SegmentLostError), never an interrupted creation.
     ``keys`` opens encrypted segments: each PUT frame replayed is authenticated (without keys,
-    an encrypted segment raises EncryptionKeyError).
+    an encrypted segment raises EncryptionKeyError). ``recovery_mode`` judges the end of the
+    newest segment when it does not parse (docs/durability.md, "Recovery modes"): a tail it lets
+    recovery cut is ``ReplayResult.cut``; one it refuses raises TailRefusedError. Nothing is
+    changed here: recovery records the incident and makes the cut.
     """
     keys = keys or KeyChain(None)
     started = time.monotonic()
@@ -214,7 +248,8 @@ def replay(fs: FileSystem, data_dirs: list[str], *, start: Checkpoint | None = N
             continue
         offset = first_offset if log_id == first_log else 0
         state.in_first_segment = state.truncated and not infos
-        info, seg_channel = _replay_segment(fs, state, log_id, path, newest=newest, offset=offset, keys=keys)
+        info, seg_channel = _replay_segment(fs, state, log_id, path, newest=newest, offset=offset, keys=keys,
+                                            mode=recovery_mode)
         if state.in_first_segment:  # what is still pending may have begun in deleted segments
             state.first_segment_txns = set(state.puts) | set(state.takes)
             state.in_first_segment = False
@@ -226,13 +261,26 @@ def replay(fs: FileSystem, data_dirs: list[str], *, start: Checkpoint | None = N
     state.stats.segments = len(infos)
     state.stats.seconds = time.monotonic() - started
     result = ReplayResult(queue, state.refcounts(), infos, channel_id, state.max_seq,
-                          state.max_txn, state.stats, tags=state.tags)
+                          state.max_txn, state.stats, tags=state.tags, cut=state.cut)
     result.puts_committed = (start.meta.puts_committed if start else 0) + state.stats.puts_committed
     # Without a checkpoint, history before the oldest kept segment is unknown; count takes so
     # that puts - takes is the queue, as it is while the channel runs.
     result.takes_committed = (start.meta.takes_committed + state.stats.takes_committed if start
                               else result.puts_committed - len(queue))
     return result
+
+
+def _judge_tail(state: _State, log_id: int, path: str, tail: Tail, mode: RecoveryMode) -> TailCut:
+    """The cut of the newest segment's ``tail`` if ``mode`` allows it, else TailRefusedError. The
+    events it drops are those of the put transactions still without a COMMIT: whatever the cut
+    held (torn) or whatever the damaged frame was (possibly one of their COMMITs)."""
+    pending = [pointers for pointers in state.puts.values() if pointers]
+    cut = TailCut(log_id, path, tail.offset, tail.end, tail.torn, tail.reason, sum(map(len, pending)), len(pending),
+                  tail.frame)
+    if mode == "strict" or (not tail.torn and mode != "set_aside"):
+        raise TailRefusedError(path=path, offset=tail.offset, reason=tail.reason, torn=tail.torn, events=cut.events,
+                               transactions=cut.transactions, mode=mode)
+    return cut
 
 
 def _check_counts(state: _State, start: Checkpoint | None) -> None:
@@ -276,7 +324,7 @@ def _skipped_segment(fs: FileSystem, log_id: int, path: str) -> SegmentInfo:
 
 
 def _replay_segment(fs: FileSystem, state: _State, log_id: int, path: str, *, newest: bool,
-                    offset: int = 0, keys: KeyChain) -> tuple[SegmentInfo, bytes]:
+                    offset: int = 0, keys: KeyChain, mode: RecoveryMode) -> tuple[SegmentInfo, bytes]:
     image, _size = scan_segment(path)
     results: list[ScanResult] = []
     try:
@@ -290,9 +338,8 @@ def _replay_segment(fs: FileSystem, state: _State, log_id: int, path: str, *, ne
     if scan.log_id != log_id:
         raise CorruptLogError(path=path, offset=0, reason=f"header names log id {scan.log_id}")
     _check_sealed(fs, path, scan, newest=newest)
-    if scan.torn_bytes:
-        log.warning("%s: dropping a torn tail of %d bytes at offset %d (uncommitted writes of a crash)",
-                    path, scan.torn_bytes, scan.data_end)
+    if scan.tail is not None:
+        state.cut = _judge_tail(state, log_id, path, scan.tail, mode)
     state.stats.torn_bytes += scan.torn_bytes
     info = SegmentInfo(log_id, path, scan.data_end, scan.torn_bytes, frames, first_seq, last_seq)
     return info, scan.channel_id

@@ -24,7 +24,7 @@ from . import format as fmt
 from .format import FrameError
 from .fs import File, FileSystem, OsFileSystem, read_file, write_atomic
 from .proto import channel_pb2 as pb
-from .tail import all_zero, classify_tail
+from .tail import Tail, all_zero, classify_tail
 
 __all__ = ["FrameOpener", "ScanResult", "SegmentWriter", "all_zero", "check_sealed", "header_lost", "iter_frames",
            "meta_path", "read_meta", "scan_segment", "segment_path", "list_segments", "survey_headers",
@@ -222,10 +222,18 @@ class SegmentWriter:
         return writer
 
     def append(self, data: bytes, frames: int, first_seq: int = 0, last_seq: int = 0) -> int:
-        """Write ``data`` at the end of the segment; returns the offset it starts at."""
+        """Write ``data`` at the end of the segment; returns the offset it starts at.
+
+        A write that fails leaves the position where it was and cuts the file there: the next
+        write may be shorter, and the bytes a failed write left behind it must not follow the
+        log's last frame (recovery would take them for damage)."""
         offset = self.position
         self._reserve(len(data))
-        self.file.pwrite(data, offset)
+        try:
+            self.file.pwrite(data, offset)
+        except OSError:
+            self._cut_back(offset)
+            raise
         self.position = offset + len(data)  # only after the write succeeded
         self.frames += frames
         if last_seq:  # PUT frames: keep the range of sequences this segment holds
@@ -241,6 +249,16 @@ class SegmentWriter:
                 chunk = max(end - self._allocated, min(chunk, self._limit - self._allocated))
             self.file.allocate(self._allocated, chunk)
             self._allocated += chunk
+
+    def _cut_back(self, offset: int) -> None:
+        """Drop whatever a failed write left at and after ``offset`` (preallocation included: it is
+        reserved again by the next write). Best effort: the channel goes on either way."""
+        try:
+            self.file.truncate(offset)
+        except OSError as err:
+            log.warning("%s: could not cut a failed write back to offset %d (%s)", self.path, offset, err)
+            return
+        self._allocated = min(self._allocated, offset)
 
     def sync(self) -> None:
         self.file.sync()
@@ -287,7 +305,8 @@ class ScanResult:
     channel_id: bytes
     data_end: int  # where valid frames end
     file_size: int
-    torn_bytes: int  # bytes after data_end that were not zero (a torn tail)
+    torn_bytes: int  # bytes after data_end up to the last one that is not zero (the tail recovery cuts)
+    tail: Tail | None = None  # what those bytes are: a torn write, or damage (tail.py)
 
 
 class FrameOpener(Protocol):
@@ -326,9 +345,9 @@ def iter_frames(data: bytes | mmap.mmap, path: str, *, newest: bool, result: lis
     frame that passed its checks; a frame it refuses is damage exactly like a checksum mismatch.
 
     On reaching the end, appends a :class:`ScanResult` to ``result``. Damage raises
-    :class:`CorruptLogError`, except a torn tail of the newest segment: bytes after the last
-    valid frame that hold no complete COMMIT frame cannot belong to a commit that returned, so
-    they are dropped (and counted in ``torn_bytes``).
+    :class:`CorruptLogError`, except the tail of the newest segment when no complete COMMIT frame
+    follows the damage: the scan stops there and ``ScanResult.tail`` says whether it is a torn
+    write or damage (:func:`~.tail.classify_tail`); what to do with it is the recovery mode's call.
     """
     size = len(data)
     try:
@@ -347,8 +366,8 @@ def iter_frames(data: bytes | mmap.mmap, path: str, *, newest: bool, result: lis
             if ftype == _RUN or (opener is not None and ftype == _PUT):
                 inner = check_sealed(opener, data, pos, ftype, length, txn_id, seq)
         except FrameError as err:
-            torn = classify_tail(data, pos, path, newest=newest, reason=str(err))
-            result.append(ScanResult(log_id, channel_id, pos, size, torn))
+            tail = classify_tail(data, pos, path, newest=newest, reason=str(err))
+            result.append(ScanResult(log_id, channel_id, pos, size, tail.nbytes if tail else 0, tail))
             return
         if inner is None:
             yield pos, ftype, length, txn_id, seq

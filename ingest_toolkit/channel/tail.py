@@ -1,8 +1,18 @@
-"""The torn tail of the newest segment: is it a torn write, or damage to acknowledged data?
+"""The tail of the newest segment: a torn write, or damage to data that may have been acknowledged?
 
-Where the newest segment stops parsing, the bytes after it are a torn write only if they hold
-no complete, valid COMMIT frame (``docs/log-format.md``, section 5): a commit returns after a
-sync that covers everything before its COMMIT, so without one nothing there was acknowledged.
+Where the newest segment stops parsing, the bytes after it (``docs/log-format.md``, section 5):
+
+* hold a complete, valid COMMIT frame: damage to written data (CorruptLogError);
+* else are a **torn write** when the frame that fails is one a crash interrupted: its bytes are a
+  prefix of what the writer wrote, the rest still reads as the zeros of preallocated space (the
+  file ends inside the frame, its first bytes are zero or only the first magic byte, its length
+  field and what follows are zero, it ends in four or more zero bytes where its CRC belongs, its
+  zeros start on a 512-byte sector boundary, or a whole sector inside it is zero). A commit
+  returns only after a sync covering its COMMIT, so under ``durability = "fsync"`` nothing in a
+  torn write was acknowledged;
+* else are **damage**: a frame written whole (every byte there) that fails its checks, or bytes
+  that are not a frame where one must start. The frame may be the COMMIT of a transaction whose
+  commit returned: recovery refuses it, or sets it aside (``recovery_mode``).
 
 The search must stay linear in the bytes it scans, because clients choose event bodies and a
 body may carry COMMIT headers every few bytes. A COMMIT frame as the writer makes it has a
@@ -32,7 +42,8 @@ from .codec import TXN_TAKE, encode_commit
 from .format import FrameType
 from .tags import MAX_TAG_BYTES, TagRecord
 
-__all__ = ["MAX_COMMIT_FRAME", "MAX_COMMIT_PAYLOAD", "TailStats", "all_zero", "classify_tail", "find_commit_frame"]
+__all__ = ["MAX_COMMIT_FRAME", "MAX_COMMIT_PAYLOAD", "SECTOR", "Tail", "TailStats", "all_zero", "classify_tail",
+           "find_commit_frame", "is_torn", "nonzero_end"]
 
 _U64: Final = (1 << 64) - 1
 #: The longest payload a COMMIT frame can carry: every field at its widest.
@@ -60,13 +71,36 @@ class TailStats:
     crc_bytes: int = 0
 
 
+SECTOR: Final = 512  # the smallest unit a disk writes whole: a crash tears writes at (or above) it
+_HEAD: Final = fmt.FRAME_HEADER.size
+
+
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """What follows the last valid frame of the newest segment (module docstring).
+
+    ``offset``: where the valid frames end (the cut); ``end``: where the bytes that are not zero
+    end; ``torn``: a write the crash interrupted (else damage); ``reason``: why the frame at
+    ``offset`` failed; ``frame``: its ``(type, txn id)`` when its header is readable."""
+
+    offset: int
+    end: int
+    torn: bool
+    reason: str
+    frame: tuple[int, int] | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.offset
+
+
 def classify_tail(data: Image, pos: int, path: str, *, newest: bool, reason: str,
-                  stats: TailStats | None = None) -> int:
-    """Return the count of bytes after ``pos`` to drop as a torn tail (0: only zeros), or raise
-    CorruptLogError when they are damage: in a segment other than the newest, or followed by a
-    complete COMMIT frame."""
+                  stats: TailStats | None = None) -> Tail | None:
+    """What follows the last valid frame at ``pos``: None when only zeros do (preallocated space,
+    a clean end), else a :class:`Tail`. Raises CorruptLogError when the bytes are damage that no
+    recovery mode may cut: in a segment other than the newest, or followed by a complete COMMIT."""
     if all_zero(data, pos):
-        return 0  # preallocated space never written: a clean end
+        return None
     if not newest:
         raise CorruptLogError(path=path, offset=pos, reason=reason)
     commit_at = find_commit_frame(data, pos + 1, stats)
@@ -75,7 +109,86 @@ def classify_tail(data: Image, pos: int, path: str, *, newest: bool, reason: str
             path=path, offset=pos,
             reason=f"{reason}; a complete COMMIT frame follows at offset {commit_at}, so this "
                    "is damage to written data, not a torn write")
-    return len(data) - pos
+    frame = None
+    if len(data) - pos >= _HEAD and data[pos: pos + 2] == fmt.FRAME_MAGIC:
+        _magic, ftype, _flags, _length, txn, _seq = fmt.FRAME_HEADER.unpack_from(data, pos)
+        frame = (ftype, txn)
+    return Tail(pos, nonzero_end(data, pos), is_torn(data, pos), reason, frame)
+
+
+def is_torn(data: Image, pos: int) -> bool:
+    """Whether the frame that fails at ``pos`` is one a crash interrupted: a prefix of it is there
+    and the rest is still zeros (module docstring). A frame written whole is never torn."""
+    size = len(data)
+    start = bytes(data[pos: pos + 2])
+    if start in (b"\x00\x00", fmt.FRAME_MAGIC[:1] + b"\x00") or size - pos < _HEAD:
+        return True  # not a byte of the frame, or only its first one, was written; or the file ends in the header
+    if start != fmt.FRAME_MAGIC:
+        return False  # bytes that are no frame's where a frame starts: the writer never wrote them
+    length = fmt.FRAME_HEADER.unpack_from(data, pos)[3]
+    if not fmt.FRAME_OVERHEAD <= length <= fmt.MAX_FRAME_SIZE:
+        return not any(bytes(data[pos + 4: pos + _HEAD]))  # the length field and what follows never written
+    end = pos + length
+    zeros_from = nonzero_end(data, pos, min(end, size))
+    if _length_damaged(data, pos, zeros_from):
+        return False  # a frame written whole whose length field changed afterwards
+    if end > size:
+        return True  # the file ends inside the frame
+    if end - zeros_from >= 4 or (zeros_from < end and zeros_from % SECTOR == 0):
+        return True  # its CRC never written, or its zeros start where a sector does
+    return _zero_sector(data, pos, end)
+
+
+_LENGTH_CHECK_LIMIT: Final = 64 << 20
+
+
+def _length_damaged(data: Image, pos: int, zeros_from: int) -> bool:
+    """Whether the bytes at ``pos`` up to ``zeros_from`` (where the zeros start) are a whole frame
+    with another number in its length field: with the length that ends the frame there (its CRC
+    may end in up to three zero bytes), its checksum holds. A torn write never leaves that: its
+    length field is the writer's, or zero."""
+    if zeros_from - pos > _LENGTH_CHECK_LIMIT:
+        return False
+    for length in range(zeros_from - pos, zeros_from - pos + 4):
+        end = pos + length
+        if not fmt.FRAME_OVERHEAD <= length or end > len(data):
+            continue
+        header = bytearray(data[pos: pos + _HEAD])
+        header[4:8] = length.to_bytes(4, "little")
+        crc = crc32c(bytes(data[pos + _HEAD: end - 4]), crc32c(bytes(header)))
+        if crc == int.from_bytes(data[end - 4: end], "little"):
+            return True
+    return False
+
+
+_ZERO_SECTOR: Final = bytes(SECTOR)
+
+
+def _zero_sector(data: Image, pos: int, end: int) -> bool:
+    """Whether a whole sector-aligned block of zeros lies in ``[pos, end)`` (a page of the write
+    that never reached the disk). Runs of 512 zeros are found in C; when the first aligned block
+    of a run is not all zero, no run that starts at or before that block can cover a later one,
+    so the search goes on after it: one probe per aligned block at most."""
+    at = pos
+    while (hit := data.find(_ZERO_SECTOR, at, end)) >= 0:
+        aligned = -(-hit // SECTOR) * SECTOR
+        if aligned + SECTOR <= end and data[aligned: aligned + SECTOR] == _ZERO_SECTOR:
+            return True
+        at = aligned + 1
+    return False
+
+
+def nonzero_end(data: Image, pos: int, stop: int | None = None, chunk: int = 1 << 20) -> int:
+    """The end of the bytes in ``[pos, stop)`` (default: to the end) that are not zero (``pos``
+    when there are none)."""
+    end = len(data) if stop is None else stop
+    while end > pos:
+        start = max(pos, end - chunk)
+        stripped = bytes(data[start:end]).rstrip(b"\x00")
+        if stripped:
+            return start + len(stripped)
+        end = start
+    return pos
 
 
 def find_commit_frame(data: Image, start: int, stats: TailStats | None = None) -> int | None:

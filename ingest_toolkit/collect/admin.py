@@ -6,6 +6,10 @@
   space). Never needs a token (load balancers and probes call it).
 * ``GET /metrics``: Prometheus text format 0.0.4 (see :mod:`ingest_toolkit.collect.metrics`).
 * ``GET /status``: a JSON document (channels' stats, sources' stats, bound ports).
+* ``POST /channels/<name>/incidents/acknowledge`` with ``{"ids": [1, 2] | null, "note": "..."}``:
+  marks the channel's open incidents acknowledged (all of them for ``null``); 200 with the ones
+  marked, 404 for an unknown channel, 400 for a bad body or an id that is not open. What
+  ``ingest-toolkit channel acknowledge`` calls while the agent runs the channel.
 
 Every path but ``/healthz`` requires ``Authorization: Bearer <token>`` when the admin
 ``security.token_env`` is set; the token is checked before the path is looked at (an unknown
@@ -21,10 +25,12 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from http import HTTPStatus
 from typing import Any, Protocol
 
+from ..errors import IngestError
 from ..security import SecuritySettings, bearer_ok, load_token, server_ssl_context, warn_if_exposed
 from .http_server import ConnectionHandler, TlsHttpServer, refusal
 
@@ -35,6 +41,8 @@ log = logging.getLogger("ingest_toolkit.collect.admin")
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 CONNECTION_TIMEOUT = 10.0  # seconds: socket timeout of a connection, the TLS handshake included
 PATHS = ("/healthz", "/metrics", "/status")
+_ACKNOWLEDGE = re.compile(r"^/channels/([A-Za-z0-9_.-]+)/incidents/acknowledge$")
+_MAX_BODY = 64 * 1024
 
 
 class AgentView(Protocol):
@@ -47,6 +55,11 @@ class AgentView(Protocol):
     def metrics_text(self) -> str: ...
 
     def status(self) -> dict[str, Any]: ...
+
+    def acknowledge_incidents(self, channel: str, ids: list[int] | None, note: str) -> list[dict[str, Any]]:
+        """Acknowledge open incidents of ``channel``; KeyError for an unknown channel, ChannelError
+        for an id that is not open."""
+        ...
 
 
 class AdminServer:
@@ -91,11 +104,39 @@ def _handler(agent: AgentView, token: str | None) -> type[ConnectionHandler]:
             else:
                 self._send(HTTPStatus.OK, _json(agent.status()))
 
+        def do_POST(self) -> None:  # noqa: N802 (the http.server naming)
+            path = self.path.split("?", 1)[0]
+            if not self._authenticated(path):
+                self._send(HTTPStatus.UNAUTHORIZED, _json({"error": "missing or wrong bearer token"}),
+                           extra={"WWW-Authenticate": "Bearer"})
+                return
+            match = _ACKNOWLEDGE.match(path)
+            if match is None:
+                self._send(HTTPStatus.NOT_FOUND, _json({"error": f"no such path {path}"}))
+                return
+            try:
+                ids, note = _acknowledgement(self._body())
+                marked = agent.acknowledge_incidents(match.group(1), ids, note)
+            except KeyError:
+                self._send(HTTPStatus.NOT_FOUND, _json({"error": f"no channel {match.group(1)!r} on this agent"}))
+            except (ValueError, IngestError) as err:
+                self._send(HTTPStatus.BAD_REQUEST, _json({"error": str(err)}))
+            else:
+                log.warning("admin endpoint: %d incidents of channel %s acknowledged by %s: %s", len(marked),
+                            match.group(1), self.client_address[0], note)
+                self._send(HTTPStatus.OK, _json({"acknowledged": marked}))
+
+        def _body(self) -> bytes:
+            length = int(self.headers.get("Content-Length") or 0)
+            if not 0 <= length <= _MAX_BODY:
+                raise ValueError(f"a body of {length} bytes; at most {_MAX_BODY}")
+            return self.rfile.read(length)
+
         def _authenticated(self, path: str) -> bool:
             authorization = self.headers.get("Authorization")
             if bearer_ok(authorization, token):
                 return True
-            log.warning("admin endpoint: refused GET %r from %s: %s", path[:200], self.client_address[0],
+            log.warning("admin endpoint: refused %s %r from %s: %s", self.command, path[:200], self.client_address[0],
                         refusal(authorization))
             return False
 
@@ -113,6 +154,19 @@ def _handler(agent: AgentView, token: str | None) -> type[ConnectionHandler]:
             log.debug("admin %s %s", self.address_string(), format % args)
 
     return Handler
+
+
+def _acknowledgement(body: bytes) -> tuple[list[int] | None, str]:
+    """``(ids, note)`` of an acknowledgement body; ValueError naming what is wrong."""
+    doc = json.loads(body or b"{}")
+    if not isinstance(doc, dict):
+        raise ValueError("the body must be a JSON object {\"ids\": [...] | null, \"note\": \"...\"}")
+    ids, note = doc.get("ids"), doc.get("note", "")
+    if ids is not None and not (isinstance(ids, list) and all(type(i) is int for i in ids)):
+        raise ValueError("ids must be a list of incident ids, or null for every open incident")
+    if not isinstance(note, str) or len(note) > 2000:
+        raise ValueError("note must be a string of at most 2000 characters")
+    return ids, note
 
 
 def _json(document: Any) -> bytes:

@@ -305,6 +305,10 @@ class Agent:
             "sinks": {n: safe_stats(g.stats) for n, g in self.sink_groups.items()},
         }
 
+    def acknowledge_incidents(self, channel: str, ids: list[int] | None, note: str) -> list[dict[str, Any]]:
+        """The admin endpoint's acknowledgement of a channel's incidents (KeyError: no such channel)."""
+        return [incident.to_json() for incident in self.channels[channel].acknowledge_incidents(ids, note)]
+
     def metrics_text(self) -> str:
         """The ``/metrics`` text (the families are :mod:`.agent_metrics`' business)."""
         facts = AgentFacts(self.config.agent.name, __version__, not self.health(), self.started_at)

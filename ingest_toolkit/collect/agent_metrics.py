@@ -133,6 +133,17 @@ def channel_families(channels: Mapping[str, FileChannel]) -> list[Family]:
                      [Sample("ingest_channel_batch_ids_remembered_seconds", {"channel": c},
                              max(0.0, (now_ns - s["tags_since_unix_ns"]) / 1e9))
                       for c, s in stats.items() if "tags_since_unix_ns" in s]))
+    families.append(("ingest_channel_incidents_open", "gauge",
+                     "Ranges recovery or a repair cut from the channel's log and no operator acknowledged yet "
+                     "(docs/durability.md, \"Recovery modes\"; 'ingest-toolkit channel acknowledge').",
+                     [Sample("ingest_channel_incidents_open", {"channel": c},
+                             float(s["incidents"]["open"] + bool(s["incidents"]["problem"])))
+                      for c, s in stats.items() if "incidents" in s]))
+    families.append(("ingest_channel_incident_events", "gauge",
+                     "Events dropped or set aside by the open incidents (their commits may have been acknowledged "
+                     "when the incident says so).",
+                     [Sample("ingest_channel_incident_events", {"channel": c}, float(s["incidents"]["events"]))
+                      for c, s in stats.items() if "incidents" in s]))
     ages, backlog = [], []
     for name, channel in channels.items():
         try:

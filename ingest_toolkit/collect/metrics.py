@@ -9,6 +9,8 @@ channel's lock. Metric families::
     ingest_channel_puts_total / _takes_total (events) / _commits_total / _fsyncs_total    {channel}
     ingest_channel_checkpoint_age_seconds / _backlog_age_seconds                          {channel}
     ingest_channel_writable (0: puts refused for disk space) / _free_bytes                {channel}
+    ingest_channel_incidents_open / _incident_events (cuts not yet acknowledged)          {channel}
+    ingest_channel_batch_ids_remembered_seconds                                           {channel}
     ingest_pipeline_events_total / _batches_total / _duplicate_batches_total            {pipeline}
     ingest_pipeline_errors_total                                                  {pipeline,error}
     ingest_pipeline_put_seconds (histogram: one put_batch, commits of every channel)    {pipeline}

@@ -1,7 +1,8 @@
 """Asset checks per channel: the checks of :mod:`ingest_toolkit.orchestrate` as Dagster asset checks.
 
 On the channel asset: ``refcounts_match_recount``, ``referenced_logs_intact``,
-``drained_logs_deleted``, ``checkpoint_fresh``, ``backlog_below_capacity`` (WARN). On the landed
+``drained_logs_deleted``, ``checkpoint_fresh``, ``recovery_losses_acknowledged``,
+``backlog_below_capacity`` (WARN). On the landed
 table: ``landed_reconciles``, ``landed_no_duplicate_event_ids``. On the curated table:
 ``curated_no_duplicate_event_ids``. docs/runbook.md has a section per check (meaning, what to
 do); every result carries the severity the runbook gives the check and a link to its section.
@@ -70,11 +71,15 @@ def build_channel_checks(spec: ChannelSpec, settings: OrchestrationSettings,
         return asset_check_result(channel.checkpoint_fresh(spec, settings, agent=landing.config().agent,
                                                            source=source(context)))
 
+    @_check(key, "recovery_losses_acknowledged", settings, landing_only)
+    def incidents(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        return asset_check_result(channel.recovery_losses_acknowledged(spec, settings, source=source(context)))
+
     @_check(key, "backlog_below_capacity", settings, landing_only)
     def backlog(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return asset_check_result(channel.backlog_below_capacity(spec, settings, source=source(context)))
 
-    return [refcounts, referenced, drained, fresh, backlog]
+    return [refcounts, referenced, drained, fresh, incidents, backlog]
 
 
 def build_data_checks(spec: ChannelSpec, settings: OrchestrationSettings, keys: ResourceKeys | None = None,

@@ -9,16 +9,11 @@
    lock, the landing opens it in-process.
 3. When a live process holds it, the landing takes through the agent that owns it: the agent
    configuration naming the channel gives the agent's ports file (``[agent] ports_file``, which a
-   running agent writes), and the endpoint is used only if the record holds up:
-
-   * the ports file names the very process that holds the channel's lock (the kernel's lock
-     table says who that is, not a file);
-   * the file belongs to the current user or to that process's user and is writable by no one
-     else (so another local user cannot plant it);
-   * only the *port* comes from the file: the host is the configuration's ``[agent.grpc] host``
-     (127.0.0.1 for a wildcard address), and the connection uses the TLS and token settings of
-     the landing configuration, else those of the agent configuration (its token variable; its
-     own certificate as the trusted CA of a self-signed setup).
+   running agent writes), whose gRPC port is used only if the record holds up
+   (:mod:`ingest_toolkit.agent_ports`: it names the lock's holder, no other user can have
+   planted it, only the port comes from it). The connection uses the TLS and token settings of
+   the landing configuration, else those of the agent configuration (its token variable; its
+   own certificate as the trusted CA of a self-signed setup).
 
    The route carries a one-line notice naming the agent, its pid, the endpoint and the file it
    came from; the CLI prints it and the Dagster asset logs it.
@@ -36,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..agent_ports import endpoint, owner_port
 from ..channel.lock import lock_holder
 from ..channel_conf import NamedChannel, find_channel
 from ..errors import ConfigError
@@ -46,7 +42,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Route", "ports_file_address", "resolve_route"]
 
-_WILDCARD = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1", "[::]": "::1"}
 _FIX = "give --agent host:port or --ports-file, or set [landing] agent (INGEST_LANDING__AGENT)"
 
 
@@ -102,8 +97,8 @@ def _through_owner(config: LandingConfig, channel: str, named: NamedChannel, own
         raise ConfigError(f"{owned}, which {agent_conf} does not describe as [channels.{channel}]: {_FIX}",
                           key="landing.agent")
     ports_path = agent.agent.ports_path
-    port = _owner_port(ports_path, owner, owned)
-    address = _address(agent.agent.grpc.host, port)
+    port = owner_port(ports_path, owner, owned, "grpc", _FIX)
+    address = endpoint(agent.agent.grpc.host, port)
     routed = config.model_copy(update={"agent": address, **_security(config, agent)})
     tls = " over TLS" if routed.agent_tls_ca or routed.agent_tls_cert else ""
     notice = (f"channel {channel!r} is owned by agent {agent.agent.name!r} (pid {owner}): landing through its "
@@ -113,54 +108,6 @@ def _through_owner(config: LandingConfig, channel: str, named: NamedChannel, own
 
 def _same_dir(a: str, b: str) -> bool:
     return os.path.realpath(a) == os.path.realpath(b)
-
-
-def _owner_port(path: Path, owner: int, owned: str) -> int:
-    """The gRPC port of ``path`` after the trust checks of the module docstring."""
-    try:
-        st = os.stat(path)
-        record = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{owned}, but the agent's ports file {path} does not exist: {_FIX}",
-                          key="agent.ports_file") from None
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"{owned}, but its ports file {path} is unreadable ({err}): {_FIX}",
-                          key="agent.ports_file") from None
-    problem = _untrusted(st, owner) or _record_problem(record, owner)
-    if problem:
-        raise ConfigError(f"{owned}, but its ports file {path} {problem}: {_FIX}", key="agent.ports_file")
-    return int(record["grpc"])
-
-
-def _untrusted(st: os.stat_result, owner: int) -> str | None:
-    if st.st_mode & 0o022:
-        return "is writable by other users (chmod go-w it)"
-    users = {os.getuid(), _uid_of(owner)}
-    if st.st_uid not in users:
-        return f"belongs to uid {st.st_uid}, neither this user nor the agent's"
-    return None
-
-
-def _record_problem(record: Any, owner: int) -> str | None:
-    if not isinstance(record, dict):
-        return "is not an agent's ports file"
-    if record.get("pid") != owner:
-        return f"names pid {record.get('pid')}, not {owner} (a stale file, or another agent)"
-    if not isinstance(record.get("grpc"), int):
-        return "has no gRPC port (the agent's [agent.grpc] endpoint is disabled)"
-    return None
-
-
-def _uid_of(pid: int) -> int:
-    try:
-        return os.stat(f"/proc/{pid}").st_uid
-    except OSError:
-        return os.getuid()
-
-
-def _address(host: str, port: int) -> str:
-    host = _WILDCARD.get(host, host)
-    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
 def _security(config: LandingConfig, agent: AgentConfig) -> dict[str, Any]:

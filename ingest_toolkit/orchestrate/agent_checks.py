@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .health_verdicts import Where, judge_drained, judge_intact, judge_recount
+from .health_verdicts import Where, judge_drained, judge_incidents, judge_intact, judge_recount
 from .remote import AgentState, AgentUnreachable, info_from_status
 from .settings import ChannelSpec, OrchestrationSettings
 from .verdict import Verdict, verdict
 
 __all__ = ["remote_backlog_below_capacity", "remote_checkpoint_fresh", "remote_drained_logs_deleted",
-           "remote_referenced_logs_intact", "remote_refcounts_match_recount"]
+           "remote_recovery_losses_acknowledged", "remote_referenced_logs_intact", "remote_refcounts_match_recount"]
 
 
 def _from(source: AgentState) -> dict[str, Any]:
@@ -120,3 +120,11 @@ def remote_backlog_below_capacity(spec: ChannelSpec, settings: OrchestrationSett
                   "capacity": capacity, "fill_fraction": round(fill, 4),
                   "warn_fraction": settings.backlog_warn_fraction, "backlog_age_seconds": round(backlog_age, 1),
                   "checkpoint_id": info.checkpoint_id})
+
+
+def remote_recovery_losses_acknowledged(spec: ChannelSpec, settings: OrchestrationSettings,
+                                        source: AgentState) -> Verdict:
+    status = _status("recovery_losses_acknowledged", spec, settings, source)
+    if isinstance(status, Verdict):
+        return status
+    return judge_incidents(settings, (status.get("live") or {}).get("incidents"), _where(source))

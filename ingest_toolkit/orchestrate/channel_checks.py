@@ -22,17 +22,18 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..channel.checkpoint import CheckpointInvalid, read_checkpoint_meta
+from ..channel.incidents import IncidentsUnreadable, load_incidents, summarize
 from ..channel.tools.common import lock_state
 from ..channel.tools.health import LiveCheckpoint, channel_health, load_live_checkpoint
 from . import agent_checks
-from .health_verdicts import Where, judge_drained, judge_recount
+from .health_verdicts import Where, judge_drained, judge_incidents, judge_recount
 from .remote import AgentState, StateSource
 from .settings import ChannelSpec, OrchestrationSettings
 from .verdict import Verdict, verdict
 
 __all__ = ["LiveCheckpoint", "backlog_below_capacity", "checkpoint_fresh", "drained_logs_deleted",
            "load_live_checkpoint", "local_health", "missing_directory", "observed", "read_state",
-           "refcounts_match_recount"]
+           "recovery_losses_acknowledged", "refcounts_match_recount"]
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Verdict])
@@ -184,3 +185,18 @@ def backlog_below_capacity(spec: ChannelSpec, settings: OrchestrationSettings, *
                   "fill_fraction": round(fill, 4), "warn_fraction": settings.backlog_warn_fraction,
                   "backlog_age_seconds": round(info.backlog_age_seconds(), 1),
                   "checkpoint_id": info.checkpoint_id})
+
+
+@observed(agent_checks.remote_recovery_losses_acknowledged)
+def recovery_losses_acknowledged(spec: ChannelSpec, settings: OrchestrationSettings, *,
+                                 source: StateSource | None = None) -> Verdict:
+    """No range recovery or a repair cut from the log waits for an operator's acknowledgement
+    (``incidents.json`` in the checkpoint directory, read without a lock)."""
+    name = "recovery_losses_acknowledged"
+    if missing := missing_directory(name, spec, settings):
+        return missing
+    try:
+        summary = summarize(load_incidents(spec.checkpoint_dir))
+    except IncidentsUnreadable as err:
+        summary = {"problem": str(err)}
+    return judge_incidents(settings, summary, _here(spec))

@@ -16,7 +16,7 @@ from typing import Any
 from .settings import OrchestrationSettings
 from .verdict import TextValue, Verdict, verdict
 
-__all__ = ["Where", "judge_drained", "judge_intact", "judge_recount"]
+__all__ = ["Where", "judge_drained", "judge_incidents", "judge_intact", "judge_recount"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,3 +113,32 @@ def judge_drained(settings: OrchestrationSettings, health: dict[str, Any], where
     return verdict(name, settings, passed=not count, metadata=metadata, description=(
         f"{count} drained log files below the deletion floor {floor} were not deleted" if count
         else f"no drained log file below the deletion floor {floor}"))
+
+
+def judge_incidents(settings: OrchestrationSettings, summary: dict[str, Any] | None, where: Where) -> Verdict:
+    """``recovery_losses_acknowledged``: no incident (a range recovery or a repair cut from the
+    log, :mod:`ingest_toolkit.channel.incidents`) waits for an operator. ``summary``: what
+    ``FileChannel.stats()["incidents"]`` holds, or None when the agent does not report it."""
+    name = "recovery_losses_acknowledged"
+    if summary is None:
+        return verdict(name, settings, passed=True, metadata=dict(where.metadata),
+                       description="the agent reports no incidents (a version older than this client)")
+    if summary.get("problem"):
+        return verdict(name, settings, passed=False, metadata={**where.metadata, "problem": summary["problem"]},
+                       description=f"the channel's incident record cannot be read: {summary['problem']}")
+    found = summary["incidents"]
+    metadata = {**where.metadata, "open_incidents": summary["open"], "events": summary["events"],
+                "acknowledged_data": summary["acknowledged_data"],
+                "incidents": [{k: i[k] for k in ("id", "kind", "segment", "offset", "events", "transactions",
+                                                  "acknowledged_data", "quarantine", "detail")} for i in found]}
+    if not found:
+        return verdict(name, settings, passed=True, metadata=metadata,
+                       description="no open incident: recovery and repairs cut nothing that waits for an operator")
+    first = found[0]
+    more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+    risk = ("acknowledged commits may be among them" if summary["acknowledged_data"]
+            else "none of them was acknowledged to its client")
+    return verdict(name, settings, passed=False, metadata=metadata, description=(
+        f"{summary['events']} events cut {where.disk()} by {len(found)} open incidents ({risk}): incident "
+        f"{first['id']}, {first['kind']} at offset {first['offset']} of {first['segment']}, {first['events']} events"
+        f"{more}. Once handled: ingest-toolkit channel acknowledge --incident {first['id']} --note '...'"))

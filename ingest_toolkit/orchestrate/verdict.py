@@ -95,6 +95,9 @@ CHECKS: dict[str, CheckInfo] = dict([
     _info("checkpoint_fresh", "channel", Severity.ERROR,
           "checkpoint.meta is younger than checkpoint_stale_factor x checkpoint_interval; fails when the landing "
           "takes through an agent and no process owns the channel."),
+    _info("recovery_losses_acknowledged", "channel", Severity.ERROR,
+          "Every range recovery or a repair cut from the channel's log (an incident: the segment, the offset, the "
+          "events in it) has been acknowledged by an operator ('ingest-toolkit channel acknowledge')."),
     _info("backlog_below_capacity", "channel", Severity.WARN,
           "Queued events stay below backlog_warn_fraction of capacity (warning)."),
     _info("landed_reconciles", "landed", Severity.ERROR,

@@ -401,12 +401,17 @@ class FaultyFileSystem:
                 self.crash(plan.rng)
 
 
+SECTOR = 512  # a disk writes a sector whole or not at all: writes tear at sector boundaries
+
+
 def torn_mix(old: bytes, new: bytes, rng: random.Random) -> bytes:
-    """``new`` written back up to a random byte from the first change, ``old`` after it."""
+    """``new`` written back up to a random sector boundary after the first change (or its end), ``old``
+    after it: what a power loss leaves of writes that were not synced."""
     if old == new:
         return old
     first = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new)))
-    cut = rng.randint(first, len(new))
+    boundaries = [*range(first - first % SECTOR, len(new), SECTOR), len(new)]
+    cut = rng.choice(boundaries)
     return new[:cut] + old[cut:]
 
 

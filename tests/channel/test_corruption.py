@@ -18,7 +18,8 @@ import pytest
 
 from ingest_toolkit.channel import Event, FileChannel
 from ingest_toolkit.channel import format as fmt
-from ingest_toolkit.errors import CorruptLogError
+from ingest_toolkit.channel.incidents import load_incidents
+from ingest_toolkit.errors import CorruptLogError, TailRefusedError
 
 from .checkpoint_helpers import queued, take
 from .encryption import encrypted, with_encryption
@@ -27,13 +28,13 @@ SEGMENT_HEADER = fmt.SEGMENT_HEADER_SIZE
 
 
 # -- helpers ------------------------------------------------------------------------------
-def settings(root: Path) -> dict[str, Any]:
+def settings(root: Path, **more: Any) -> dict[str, Any]:
     """Encrypted while the test runs encrypted: the tests taking the ``cipher`` fixture run both ways
     (tests/channel/encryption.py); they are the representative ones: torn tails, flips in PUT frames,
     in headers, behind a checkpoint, and takes of damaged frames."""
     return with_encryption({"checkpoint_dir": str(root / "checkpoint"), "data_dirs": [str(root / "data")],
                             "max_file_size": 64 * 1024, "max_event_size": 16_000, "min_free_bytes": 0,
-                            "preallocate_bytes": 8192, "keep_alive": 0.0})
+                            "preallocate_bytes": 8192, "keep_alive": 0.0, **more})
 
 
 def open_channel(root: Path) -> FileChannel:
@@ -189,8 +190,24 @@ def common_prefix_length(a: bytes, b: bytes) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
-def check_cut(root: Path, history: History, cut: int, suffix: bytes, *, write_after: bool) -> None:
-    """Recover from the cut; with ``write_after``, also write afterwards and recover again."""
+def crc_partly_written(history: History, cut: int) -> bool:
+    """The one torn write that reads as damage (docs/log-format.md 5.4): the cut leaves only the
+    last 1-3 bytes of a frame, its CRC, unwritten, and not at a 512-byte sector boundary. A disk
+    never tears inside a sector; the byte-granular cuts of these tests can."""
+    ends = [end for end in history.boundaries if end > cut]
+    return bool(ends) and 0 < ends[0] - cut < 4 and cut % 512 != 0
+
+
+def check_cut(root: Path, history: History, cut: int, suffix: bytes, *, write_after: bool,
+              mode: str = "torn_tail") -> None:
+    """Recover from the cut; with ``write_after``, also write afterwards and recover again.
+
+    A cut followed by nothing or by zeros is what a crash leaves (a torn write): recovery cuts it
+    (the default mode refuses only a cut inside the last three bytes of a frame that is not on a
+    sector boundary: see :func:`crc_partly_written`). Anything else after the cut (``garbage``) is
+    not a crash's doing: the default mode refuses it and changes nothing, or, where the garbage
+    reads like a torn frame, cuts it; ``set_aside`` always cuts, keeping a copy. Never silently:
+    a cut that drops the last transaction's events records an incident."""
     written = history.data[:cut] + suffix
     build_case(root, history, written)
     # A random suffix may begin with the very bytes the cut removed (one time in 256 for a
@@ -199,12 +216,26 @@ def check_cut(root: Path, history: History, cut: int, suffix: bytes, *, write_af
     complete = intact == len(history.data)
     expected = history.after if complete else history.before
     where = f"cut at {cut} of {len(history.data)} (last transaction from {history.start})"
-    with open_channel(root) as channel:
+    damage = any(written[intact:])  # bytes after what the history wrote that are not zero
+    zeros_after = bool(suffix) and not any(suffix)
+    try:
+        channel = FileChannel(**settings(root, recovery_mode=mode))
+    except TailRefusedError as refused:
+        assert mode == "torn_tail" and (damage or (zeros_after and crc_partly_written(history, cut))), where
+        assert not refused.torn and refused.path == str(segment(root, 1)), where
+        assert segment(root, 1).read_bytes() == written, f"{where}: a refused open changed the segment"
+        return
+    assert not (zeros_after and crc_partly_written(history, cut) and mode == "torn_tail"), f"{where}: not refused"
+    with channel:
         assert queued(channel) == expected, where
         if write_after:
             put(channel, b"new")
     valid_end = max(end for end in history.boundaries if end <= intact)
     assert segment(root, 1).stat().st_size == valid_end, f"{where}: not cut back to the last valid frame"
+    commit_at = history.boundaries[-2]  # the last transaction's COMMIT frame starts where its last PUT ends
+    if len(history.after) > len(history.before) and not complete and cut > commit_at:  # part of a put's COMMIT
+        [incident] = load_incidents(str(root / "checkpoint"))  # its events are gone: never in silence
+        assert incident.events == len(history.after) - len(history.before) and incident.offset == commit_at, where
     if write_after:
         assert reopen_and_read(root) == [*expected, b"new"], where
 
@@ -218,6 +249,16 @@ def test_torn_tail_at_every_offset_of_the_last_transaction(tmp_path: Path, last:
         check_cut(tmp_path / f"cut-{cut}", history, cut, SUFFIXES[suffix](rng), write_after=suffix == "cut")
 
 
+@pytest.mark.parametrize("suffix", ["cut+zeros", "cut+garbage"])
+def test_every_cut_recovers_when_damage_is_set_aside(tmp_path: Path, suffix: str) -> None:
+    """recovery_mode = "set_aside": damage after the cut is cut too, and what the crash left of
+    the history comes back, whatever the bytes after it."""
+    history = write_history(tmp_path / "history", "put")
+    rng = random.Random(suffix)
+    for cut in range(history.start, len(history.data) + 1):
+        check_cut(tmp_path / f"cut-{cut}", history, cut, SUFFIXES[suffix](rng), write_after=False, mode="set_aside")
+
+
 @pytest.mark.parametrize("suffix", ["cut", "cut+garbage"])
 def test_torn_tail_at_every_offset_encrypted(tmp_path: Path, suffix: str, encrypted_env: None) -> None:
     """The same with encryption at rest on (the last transaction a put: encrypted PUT frames)."""
@@ -226,12 +267,16 @@ def test_torn_tail_at_every_offset_encrypted(tmp_path: Path, suffix: str, encryp
 
 @pytest.mark.parametrize("last", ["put", "take"])
 def test_a_suffix_that_restores_the_cut_bytes_recovers_the_whole_transaction(tmp_path: Path, last: str) -> None:
+    """The whole history followed by garbage: the default mode refuses the garbage (damage after
+    the last COMMIT: a whole transaction may be in it); set aside, every transaction comes back."""
     history = write_history(tmp_path / "history", last)
     rng = random.Random(last)
     end = len(history.data)
     for missing in (1, 2, 3):
         suffix = history.data[end - missing :] + garbage(rng)
-        check_cut(tmp_path / f"restored-{missing}", history, end - missing, suffix, write_after=False)
+        check_cut(tmp_path / f"refused-{missing}", history, end - missing, suffix, write_after=False)
+        check_cut(tmp_path / f"restored-{missing}", history, end - missing, suffix, write_after=False,
+                  mode="set_aside")
         with open_channel(tmp_path / f"restored-{missing}") as channel:
             assert queued(channel) == history.after
 
@@ -306,11 +351,28 @@ def test_flip_in_last_commit_of_sealed_newest_segment_is_reported(two_segments: 
     assert (err.path, err.offset) == (str(path), commit.offset)  # .meta says the frame was sealed
 
 
-def test_flip_in_last_commit_of_unsealed_newest_segment_is_a_torn_write(cipher: str, two_segments: Path) -> None:
+def test_flip_in_last_commit_of_unsealed_newest_segment_is_refused_not_dropped(cipher: str,
+                                                                               two_segments: Path) -> None:
+    """Issue 28, item 2: a complete COMMIT frame of the right length that fails its checksum was
+    written whole (a crash cannot tear a frame that was synced before its commit returned): it is
+    damage, and the default recovery mode refuses it instead of dropping the acknowledged b2."""
     unseal(two_segments, 2)
     path = segment(two_segments, 2)
-    flip(path, frames_of(path)[-1].offset + 26)
-    assert reopen_and_read(two_segments) == EXPECTED_TWO_SEGMENTS[:-1]  # cannot be told from a torn write
+    commit = frames_of(path)[-1]
+    flip(path, commit.offset + 26)
+    before = path.read_bytes()
+    err = open_fails(two_segments)
+    assert isinstance(err, TailRefusedError) and not err.torn
+    assert (err.path, err.offset, err.events, err.transactions) == (str(path), commit.offset, 1, 1)
+    assert path.read_bytes() == before  # nothing cut
+
+    with FileChannel(**settings(two_segments, recovery_mode="set_aside")) as channel:  # the operator's choice
+        assert queued(channel) == EXPECTED_TWO_SEGMENTS[:-1]
+        [incident] = channel.incidents()
+    assert (incident.kind, incident.segment, incident.offset, incident.events) == ("damaged_tail", str(path),
+                                                                                   commit.offset, 1)
+    assert incident.acknowledged_data and incident.open
+    assert Path(incident.quarantine).read_bytes() == before[commit.offset: commit.end]  # the cut bytes, kept
 
 
 @pytest.mark.parametrize("log_id", [1, 2], ids=["older", "newest"])

@@ -26,7 +26,7 @@ from ingest_toolkit.channel.codec import encode_put
 from ingest_toolkit.channel.crypto import TAG_BYTES, KeyChain, load_keyring
 from ingest_toolkit.channel.tools import repair_channel, verify_channel
 from ingest_toolkit.cli import main
-from ingest_toolkit.errors import ConfigError, CorruptLogError, EncryptionKeyError
+from ingest_toolkit.errors import ConfigError, CorruptLogError, EncryptionKeyError, TailRefusedError
 
 KEY_A = bytes(range(32)).hex()
 KEY_B = bytes(range(50, 82)).hex()
@@ -408,9 +408,10 @@ def test_tampered_ciphertext_behind_a_checkpoint_is_reported_by_the_take(tmp_pat
             tx.take(1)
 
 
-def test_tampered_ciphertext_in_the_torn_tail_is_dropped_like_a_torn_write(tmp_path: Path) -> None:
-    """The last transaction's PUT frame altered and its COMMIT gone: the same rule as a
-    checksum failure there (a torn write: nothing after it was acknowledged)."""
+def test_tampered_ciphertext_at_the_end_is_damage_not_a_torn_write(tmp_path: Path) -> None:
+    """The last transaction's run altered and its COMMIT gone: a run written whole that fails
+    authentication is damage (a crash cannot produce it), so it is refused like a checksum
+    failure of a whole frame; recovery_mode = "set_aside" cuts it and records the incident."""
     with FileChannel(**keyed(tmp_path)) as channel:
         put(channel, 0, 4)
         put(channel, 4, 3)
@@ -421,8 +422,12 @@ def test_tampered_ciphertext_in_the_torn_tail_is_dropped_like_a_torn_write(tmp_p
     path.write_bytes(data[:-32])  # its COMMIT frame (32 bytes) never reached the disk
     tamper(path, offset, length)
     full_replay(tmp_path)
-    with FileChannel(**keyed(tmp_path)) as channel:
-        assert channel.replay_stats.torn_bytes > 0
+    with pytest.raises(TailRefusedError) as refused:
+        FileChannel(**keyed(tmp_path))
+    assert refused.value.offset == offset and "authentication" in refused.value.reason and not refused.value.torn
+    with FileChannel(**keyed(tmp_path, recovery_mode="set_aside")) as channel:
+        assert channel.replay_stats.torn_bytes == length
+        assert [(i.kind, i.offset) for i in channel.incidents()] == [("damaged_tail", offset)]
         assert drain(channel) == [event(i).body for i in range(4)]
 
 

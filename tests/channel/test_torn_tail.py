@@ -68,7 +68,8 @@ def torn_segment(root: Path, unit: bytes, tail: int) -> Path:
     last_commit = frames[-1]
     assert last_commit[1] == fmt.FrameType.COMMIT
     del data[last_commit[0]:]  # the second transaction never committed
-    data[frames[2][0] + 30] ^= 0xFF  # its first frame is torn: everything after it is the tail
+    sector = -(-(frames[2][0] + 30) // 512) * 512
+    data[sector: sector + 512] = bytes(512)  # a page of its first frame never reached the disk: the tail
     path.write_bytes(bytes(data))
     return path
 

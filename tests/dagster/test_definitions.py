@@ -140,7 +140,7 @@ def test_dg_dev_serves_assets_runs_one_landing_at_a_time_and_backfills_curated_h
                  for n in nodes}  # type: ignore[attr-defined]
         assert found == {
             "events_channel": ["backlog_below_capacity", "checkpoint_fresh", "drained_logs_deleted",
-                               "refcounts_match_recount", "referenced_logs_intact"],
+                               "recovery_losses_acknowledged", "refcounts_match_recount", "referenced_logs_intact"],
             "events_landed": ["landed_no_duplicate_event_ids", "landed_reconciles"],
             "events_curated": ["curated_no_duplicate_event_ids"]}
         _stop_sensor(port, curated_sensor_name("events"))  # the backfill below is the curation under test

@@ -16,6 +16,7 @@ from ingest_toolkit.orchestrate.channel_checks import (
     backlog_below_capacity,
     checkpoint_fresh,
     drained_logs_deleted,
+    recovery_losses_acknowledged,
     refcounts_match_recount,
 )
 from ingest_toolkit.orchestrate.log_presence import referenced_logs_intact
@@ -261,7 +262,7 @@ def test_a_stopped_channel_names_no_holder(tmp_path: Path) -> None:
 # -- a channel whose directory does not exist ---------------------------------------------
 
 CHANNEL_CHECKS = (refcounts_match_recount, referenced_logs_intact, drained_logs_deleted, checkpoint_fresh,
-                  backlog_below_capacity)
+                  recovery_losses_acknowledged, backlog_below_capacity)
 
 
 def test_every_channel_check_fails_naming_a_missing_channel_directory(tmp_path: Path) -> None:

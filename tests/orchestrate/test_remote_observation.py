@@ -30,6 +30,7 @@ CHECKS = {
     "referenced_logs_intact": referenced_logs_intact,
     "drained_logs_deleted": channel_checks.drained_logs_deleted,
     "checkpoint_fresh": channel_checks.checkpoint_fresh,
+    "recovery_losses_acknowledged": channel_checks.recovery_losses_acknowledged,
     "backlog_below_capacity": channel_checks.backlog_below_capacity,
 }
 

@@ -11,11 +11,13 @@ from rich.table import Table
 from .reports import inspect_json, repair_json, verify_json
 
 if TYPE_CHECKING:
+    from ..incidents import Incident
     from .reports import InspectReport, LogFileInfo, RepairReport, SegmentPlan, VerifyReport
     from .scan import Piece
     from .txnsim import DroppedTxn
 
-__all__ = ["inspect_json", "print_inspect", "print_repair", "print_verify", "repair_json", "verify_json"]
+__all__ = ["inspect_json", "print_incidents", "print_inspect", "print_repair", "print_verify", "repair_json",
+           "verify_json"]
 
 
 # -- people -------------------------------------------------------------------------------
@@ -157,6 +159,26 @@ def _log_state(info: LogFileInfo, *, newest: bool, live: bool) -> str:
         return f"[red]{info.problem}[/red]"
     state = "sealed" if info.sealed else "being written" if newest and live else "not sealed"
     return state if info.key_id is None else f"{state}, key {info.key_id}"
+
+
+def print_incidents(console: Console, checkpoint_dir: str, incidents: list[Incident]) -> None:
+    """The incidents of a channel, open ones first, and what to do about the open ones."""
+    if not incidents:
+        console.print(f"no incidents: recovery and repairs never cut anything from the log of {checkpoint_dir}")
+        return
+    table = Table(title=f"incidents of {checkpoint_dir}")
+    for column in ("id", "state", "what", "segment @ offset", "events", "acknowledged data", "set aside in"):
+        table.add_column(column)
+    for i in incidents:
+        state = "OPEN" if i.open else f"acknowledged: {i.acknowledged_note or '-'}"
+        table.add_row(str(i.id), state, i.kind, f"{i.segment} @ {i.offset:,}",
+                      f"{i.events:,} of {i.transactions:,} txns", "possibly" if i.acknowledged_data else "no",
+                      i.quarantine or "-")
+    console.print(table)
+    still_open = [i for i in incidents if i.open]
+    if still_open:
+        console.print(f"{len(still_open)} open: see docs/runbook.md#recovery_losses_acknowledged, then "
+                      "'ingest-toolkit channel acknowledge --incident ID --note ...' (or --all)")
 
 
 def _kv_table(title: str) -> Table:

@@ -29,6 +29,7 @@ from .. import format as fmt
 from ..checkpoint import CHECKPOINT_META, read_checkpoint_meta, written_through
 from ..crypto import KeyChain
 from ..fs import FileSystem, OsFileSystem, write_atomic
+from ..incidents import record_incident
 from ..replay import replay
 from ..segment import FrameOpener, meta_path, read_meta, survey_headers, vanished_segments, written_proof
 from .common import ChannelDirs, PhaseProgress, ToolError, offline, read_channel_id, segments_of
@@ -54,7 +55,22 @@ def repair_channel(checkpoint_dir: str, data_dirs: list[str], *, dry_run: bool, 
         report = plan_repair(dirs, dry_run=dry_run, progress=progress, keys=keys)
         if not dry_run and report.changed:
             _apply_all(fs, dirs, report, backup_dir or _named_backup_dir(dirs.checkpoint_dir), keys)
+            _record(fs, dirs, report)
         return report
+
+
+def _record(fs: FileSystem, dirs: ChannelDirs, report: RepairReport) -> None:
+    """Never silent: a repair that replaced damaged records is an incident until acknowledged."""
+    damaged = [(plan, d) for plan in report.segments for d in plan.damage]
+    if not damaged and not report.dropped:
+        return  # only metadata was rebuilt: nothing was cut
+    plan, first = damaged[0] if damaged else (report.segments[0], None)
+    detail = (f"channel repair replaced {len(damaged)} damaged ranges in {len({p.path for p, _d in damaged})} "
+              f"segments; {report.events_lost} events of {len(report.dropped)} transactions lost")
+    record_incident(dirs.checkpoint_dir, kind="repair", segment=plan.path, offset=first.offset if first else 0,
+                    nbytes=sum(d.length for _p, d in damaged), events=report.events_lost,
+                    transactions=len(report.dropped), acknowledged_data=True, detail=detail,
+                    quarantine=", ".join(report.backups), fs=fs)
 
 
 def _named_backup_dir(checkpoint_dir: str) -> str | None:
@@ -188,7 +204,7 @@ def _plan_frames(plan: SegmentPlan, image: Image, size: int, sim: TxnSim,
     data_end = plan.meta.data_end if plan.meta is not None else (size if plan.meta_broken else None)
     items: Iterable[Piece | Damage] = walk(image, size, log_id, path, data_end=data_end, opener=opener)
     if plan.newest and data_end is None:
-        items = without_torn_tail(list(items))  # recovery cuts a torn write; not repair's business
+        items = without_torn_tail(list(items), image)  # recovery cuts a torn write; not repair's business
     for item in items:
         if isinstance(item, Damage):
             if item.missing and plan.meta is not None:

@@ -25,6 +25,7 @@ from ..codec import varint
 from ..format import FrameError, FrameType
 from ..proto import channel_pb2 as pb
 from ..segment import FrameOpener, all_zero, check_sealed, scan_segment
+from ..tail import is_torn
 
 __all__ = ["NOOP_MAX", "Damage", "Image", "Piece", "header_error", "noop_frame", "noop_frames", "noop_size_ok",
            "noop_sizes", "open_image", "walk", "without_torn_tail"]
@@ -122,17 +123,20 @@ def walk(image: Image, size: int, log_id: int, path: str, *,
                      reason=f"sealed with {data_end} bytes but the file holds {size}: cut short")
 
 
-def without_torn_tail(items: list[Piece | Damage]) -> list[Piece | Damage]:
-    """The items of the newest, unsealed segment before its torn tail, if it has one.
+def without_torn_tail(items: list[Piece | Damage], image: Image) -> list[Piece | Damage]:
+    """The items of the newest, unsealed segment before its torn write, if it ends in one.
 
-    As recovery sees it (log-format.md, section 5): damage after which no valid COMMIT frame
-    follows is a write torn by a crash; nothing in it or after it was acknowledged, and
-    recovery cuts it. Only damage followed by a COMMIT is damage to written data.
+    As recovery sees it (log-format.md, section 5): the first damage after which no valid COMMIT
+    frame follows is a write torn by a crash when the frame there is one a crash interrupted
+    (:func:`~ingest_toolkit.channel.tail.is_torn`); recovery cuts it, so it is not repair's nor
+    verify's to report as damage. Damage to a frame written whole stays: that is damage.
     """
     commits = [i for i, item in enumerate(items) if isinstance(item, Piece) and item.type == FrameType.COMMIT]
     last_commit = commits[-1] if commits else -1
     torn = next((i for i, item in enumerate(items) if isinstance(item, Damage) and i > last_commit), None)
-    return items if torn is None else items[:torn]
+    if torn is None or not is_torn(image, items[torn].offset):
+        return items
+    return items[:torn]
 
 
 def _damage(image: Image, start: int, size: int, log_id: int, path: str, reason: str) -> Damage:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import uuid
 
-from ...errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError
+from ...errors import ChannelIdentityError, CheckpointInvalid, CorruptLogError, TailRefusedError
 from .. import checkpointer
 from ..backup import usable_backup
 from ..checkpoint import Checkpoint, load_checkpoint, written_through
@@ -26,6 +26,7 @@ from ..crypto import KeyChain
 from ..format import SEGMENT_HEADER_SIZE as HEADER
 from ..format import pointer_log_id, pointer_offset
 from ..fs import FileSystem, OsFileSystem
+from ..incidents import IncidentsUnreadable, load_incidents, open_incidents
 from ..proto import channel_pb2 as pb
 from ..replay import ReplayResult, replay
 from ..segment import read_meta, survey_headers, vanished_segments, written_proof
@@ -80,9 +81,8 @@ class _Verifier:
         if full is not None:
             report.frames, report.queue_size = full.stats.frames, len(full.queue)
             self._check_identity(full)
-            if full.stats.torn_bytes:
-                report.notes.append(f"the newest segment ends in a torn write of {full.stats.torn_bytes} bytes "
-                                    "(a crash); the next open cuts it")
+            self._check_cut(full)
+        self._note_incidents()
         if self.errors:
             self._scan_damage()
         if resumed is not None and full is not None:
@@ -200,6 +200,10 @@ class _Verifier:
         try:
             return replay(self.fs, list(self.dirs.data_dirs), start=start, progress=report_progress,
                           checkpoint=self.proof, keys=self.keys)
+        except TailRefusedError as err:  # what the next open says (with the default recovery_mode)
+            if not any(f.kind == "damaged_tail" for f in self.report.findings):
+                self.report.add("damaged_tail", str(err), path=err.path, offset=err.offset, events=err.events,
+                                transactions=err.transactions)
         except CorruptLogError as err:
             if not err.path.endswith(".meta"):
                 self.errors.append(err)
@@ -209,6 +213,30 @@ class _Verifier:
         except ChannelIdentityError as err:
             self.report.add("channel_identity", str(err))
         return None
+
+    def _check_cut(self, full: ReplayResult) -> None:
+        """What the next open cuts from the newest segment: a finding when it drops events (open
+        records an incident for it), else a note. A tail open refuses is a replay error."""
+        cut = full.cut
+        if cut is None:
+            return
+        if not cut.events:
+            self.report.notes.append(f"the newest segment ends in a {cut.describe()}; the next open cuts it and "
+                                     "loses nothing")
+            return
+        self.report.add("torn_tail", f"the next open cuts a {cut.describe()}; none of them was acknowledged under "
+                        "durability 'fsync' (a machine crash interrupted the write), and the cut is recorded as an "
+                        "incident", path=cut.path, offset=cut.offset, events=cut.events, transactions=cut.transactions)
+
+    def _note_incidents(self) -> None:
+        try:
+            found = open_incidents(load_incidents(self.dirs.checkpoint_dir))
+        except IncidentsUnreadable as err:
+            self.report.add("incidents_unreadable", str(err))
+            return
+        if found:
+            self.report.notes.append(f"{len(found)} open incidents ({sum(i.events for i in found)} events cut by "
+                                     "earlier recoveries or repairs): 'ingest-toolkit channel incidents' lists them")
 
     def _check_identity(self, full: ReplayResult) -> None:
         channel_id = self.report.channel_id
@@ -253,8 +281,8 @@ class _Verifier:
             opener = self.keys.opener(path, bytes(image[:HEADER]))
             items = list(walk(image, size, log_id, path, data_end=meta.data_end if meta else None,
                               opener=opener))
-        if newest and meta is None:
-            items = without_torn_tail(items)
+            if newest and meta is None:
+                items = without_torn_tail(items, image)
         return [item for item in items if isinstance(item, Damage)]
 
     def _compare(self, resumed: ReplayResult, full: ReplayResult) -> None:
