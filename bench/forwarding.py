@@ -24,6 +24,16 @@ bytes. Per repeat, in this order (disk-speed drift hits both):
 
 The ratios to direct ingest are the figures the benchmark target is about (>= 0.5).
 
+4. **one of two aggregators killed mid-put** (``--no-pair`` skips it): an edge with a failover
+   group of two sinks (``a`` priority 10, ``b`` priority 5; the default penalties, 0.5 s doubling
+   to 30 s) is filled while both aggregators are down, restarted with both up, and drains into
+   ``a``. Once ``a`` holds a tenth of the events it is frozen (SIGSTOP) while the edge has puts in
+   flight to it, then SIGKILLed: those batches are in doubt. Events/s = the events ``b`` received
+   from the kill until the edge has nothing left but the batches in doubt, divided by that time.
+   The ratio to (3) is the target of issue 32 (>= 0.8). Then ``a`` is restarted on the same
+   directories and port: the edge asks it about the batches in doubt (it re-puts them with their
+   ids), and ``a`` plus ``b`` must hold every event once (checked, printed).
+
 Then **latency** at ``--rate`` events/s: one thread puts batches of ``--latency-batch`` into the
 edge on a fixed schedule for ``--seconds``; a reader takes from the aggregator in a loop (leased
 remote takes, ``commit_and_take``). Per batch: from the edge's ack of the put to the moment the
@@ -40,6 +50,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -47,7 +58,9 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -64,17 +77,19 @@ def free_port() -> int:
 
 
 class AgentProc:
-    def __init__(self, root: Path, name: str, extra: str = "", port: int | None = None) -> None:
-        root.mkdir(parents=True)
+    def __init__(self, root: Path, name: str, extra: str = "", port: int | None = None, admin: bool = False) -> None:
+        root.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
+        self.admin = free_port() if admin else None
         self.ports_file = root / "ports.json"
+        admin_table = f"port = {self.admin}" if admin else "enabled = false"
         conf = root / "agent.toml"
         conf.write_text(
             f'[agent]\nname = "{name}"\nstate_dir = "{root / "state"}"\nports_file = "{self.ports_file}"\n'
-            f'log_level = "WARNING"\n[agent.grpc]\nport = {self.port}\n[agent.admin]\nenabled = false\n'
+            f'log_level = "WARNING"\n[agent.grpc]\nport = {self.port}\n[agent.admin]\n{admin_table}\n'
             f'[channels.events]\ncheckpoint_dir = "{root / "cp"}"\ndata_dirs = ["{root / "data"}"]\n'
             'capacity = 5000000\ntransaction_capacity = 100000\nmin_free_bytes = 0\n' + extra)
-        self.log = (root / "agent.log").open("wb")
+        self.log = (root / "agent.log").open("ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "ingest_toolkit.cli", "agent", "--conf", str(conf)],
                                      cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
@@ -97,6 +112,15 @@ class AgentProc:
         self.proc.terminate()
         self.proc.wait(60)
         self.log.close()
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(60)
+        self.log.close()
+
+    def group_status(self, group: str) -> dict[str, Any]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.admin}/status", timeout=10) as response:
+            return dict(json.loads(response.read())["sinks"][group])
 
 
 def columns(n: int, size: int, tag: str) -> EventColumns:
@@ -175,6 +199,59 @@ def throughput(root: Path, args: argparse.Namespace, repeat: int) -> tuple[float
     return direct, forwarded, drained
 
 
+def pair_conf(port_a: int, port_b: int, batch: int) -> str:
+    """Two sinks in a failover group with the documented default penalties."""
+    sinks = "".join(
+        f'[sinks.{name}]\ntype = "forward"\nchannel = "events"\naddress = "127.0.0.1:{port}"\n'
+        f'downstream_channel = "events"\nbatch_size = {batch}\nlinger = 0.005\nparallel_puts = {PARALLEL}\n'
+        f'pipeline = {PIPELINE}\n' for name, port in (("a", port_a), ("b", port_b)))
+    return sinks + '[sink_groups.g]\nsinks = ["a", "b"]\nprocessor = "failover"\npriorities = { a = 10, b = 5 }\n'
+
+
+def one_killed(root: Path, args: argparse.Namespace, repeat: int) -> tuple[float, float, str]:
+    """Case 4 of the module doc: (events/s into a before the kill, events/s into b after it, check)."""
+    port_a, port_b = free_port(), free_port()
+    edge_root = root / f"pair-edge-{repeat}"
+    edge = AgentProc(edge_root, "edge", extra=pair_conf(port_a, port_b, args.sink_batch), admin=True)
+    try:
+        put_all(edge.address, args.events, args.batch, args.clients, args.event_size, "k")
+    finally:
+        edge.stop()  # a fresh start: no penalty left from the fill
+    agg_a = AgentProc(root / f"pair-a-{repeat}", "a", port=port_a)
+    agg_b = AgentProc(root / f"pair-b-{repeat}", "b", port=port_b)
+    edge = AgentProc(edge_root, "edge", extra=pair_conf(port_a, port_b, args.sink_batch), admin=True)
+    try:
+        started = time.perf_counter()
+        wait_queued(agg_a.address, args.events // 10)
+        healthy = queued(agg_a.address) / (time.perf_counter() - started)
+        os.kill(agg_a.proc.pid, signal.SIGSTOP)  # mid-put: the puts in flight wait in a frozen process
+        while not any(r["in_doubt"] == "a" for r in edge.group_status("g")["inflight_batches"]):
+            time.sleep(0.005)
+        time.sleep(0.2)
+        agg_a.kill()
+        killed, before = time.perf_counter(), queued(agg_b.address)
+        while True:
+            status = edge.group_status("g")
+            if queued(edge.address) == 0 and all(r["in_doubt"] == "a" for r in status["inflight_batches"]):
+                break
+            time.sleep(0.02)
+        rate = (queued(agg_b.address) - before) / (time.perf_counter() - killed)
+        in_doubt = len(status["inflight_batches"])
+        agg_a = AgentProc(root / f"pair-a-{repeat}", "a", port=port_a)  # back: the batches in doubt are asked about
+        deadline = time.monotonic() + 120
+        while edge.group_status("g")["inflight_batches"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        held = queued(agg_a.address) + queued(agg_b.address)
+        check = (f"{in_doubt} batches in doubt resolved at a; a + b hold {held:,} of {args.events:,} events"
+                 + ("" if held == args.events else " (MISMATCH)"))
+    finally:
+        edge.stop()
+        agg_b.stop()
+        if agg_a.proc.poll() is None:
+            agg_a.stop()
+    return healthy, rate, check
+
+
 def latency(root: Path, args: argparse.Namespace) -> list[float]:
     agg = AgentProc(root / "lat-agg", "agg")
     edge = AgentProc(root / "lat-edge", "edge", extra=sink_conf(agg.address, args.sink_batch))
@@ -238,6 +315,8 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=2, help="the forward sink's parallel_puts")
     parser.add_argument("--pipeline", type=int, default=2, help="the forward sink's pipeline (batches in flight)")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no-pair", action="store_true", help="skip case 4 (one of two aggregators killed)")
+    parser.add_argument("--no-latency", action="store_true", help="skip the latency run")
     args = parser.parse_args()
     global PARALLEL, PIPELINE
     PARALLEL, PIPELINE = args.parallel, args.pipeline
@@ -261,7 +340,19 @@ def main() -> None:
         print(f"throughput (median): direct {med[0]:,.0f} events/s; through the edge (producers and forwarding at "
               f"once) {med[1]:,.0f}, ratio {ratios[0]:.2f}; forwarding alone (a filled edge draining) "
               f"{med[2]:,.0f}, ratio {ratios[1]:.2f}")
-        lat = latency(root, args)
+        if not args.no_pair:
+            pair = []
+            for repeat in range(args.repeats):
+                healthy, rate, check = one_killed(root, args, repeat)
+                pair.append((healthy, rate))
+                print(f"  repeat {repeat + 1}: failover pair, one aggregator killed mid-put: into b {rate:,.0f} "
+                      f"events/s (x{rate / rows[repeat][2]:.2f} of forwarding alone into one aggregator, "
+                      f"{rows[repeat][2]:,.0f}); into a before the kill {healthy:,.0f}; {check}")
+            rate = statistics.median(p[1] for p in pair)
+            ratio = statistics.median(p[1] / r[2] for p, r in zip(pair, rows, strict=True))
+            print(f"one of two aggregators killed (median): single aggregator {med[2]:,.0f} events/s, the live "
+                  f"one of two {rate:,.0f} events/s, ratio {ratio:.2f} (target >= 0.8)")
+        lat = [] if args.no_latency else latency(root, args)
         if lat:
             p = [lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 for q in (0.5, 0.99)]
             print(f"latency at {args.rate:,} events/s ({len(lat)} batches of {args.latency_batch}): edge ack -> "

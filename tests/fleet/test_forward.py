@@ -1,7 +1,7 @@
 """The forward sink and its batch ids, with a real aggregator agent (in this process) downstream.
 
 The batch-id proof, one test per redelivery path: a lost ack (the put committed, the answer did
-not arrive), a definite failure while more events arrived (the retake must be the same events),
+not arrive), a definite failure while more events arrived (the retry must be the same events),
 a crash of the edge after the downstream commit (the in-flight record survives), and a crash
 after the local commit (the stale record is recognised and dropped).
 """
@@ -40,6 +40,13 @@ def _group(channel: FileChannel, address: str, state: Path, *, batch_size: int =
                                                  downstream_channel="events", batch_size=batch_size, linger=0,
                                                  timeout=5, pipeline=pipeline))
     return SinkGroup("g", channel, [sink], Failover({}, ["agg"]), state, min_penalty=0.01, max_penalty=0.02)
+
+
+def _forward_all(channel: FileChannel, group: SinkGroup) -> None:
+    """Step until every event was forwarded: none queued, and no batch taken and not yet committed
+    (a failed batch keeps its take while it waits for a sink)."""
+    while len(channel) or group.slots:
+        group.step()
 
 
 def _record_file(state: Path) -> Path:
@@ -116,8 +123,7 @@ def test_a_lost_ack_redelivers_the_same_batch_id_and_is_stored_once(tmp_path: Pa
         return ack
 
     calls = _recording(group, fail)
-    while len(channel):
-        group.step()
+    _forward_all(channel, group)
     assert len(calls) == 2 and calls[0] == calls[1]
     stats = group.sinks[0].stats()
     assert (stats["in_doubt_failures"], stats["duplicate_batches"], stats["events"]) == (1, 1, 50)
@@ -125,7 +131,7 @@ def test_a_lost_ack_redelivers_the_same_batch_id_and_is_stored_once(tmp_path: Pa
     channel.close()
 
 
-def test_a_retake_after_a_failure_holds_the_same_events_though_more_arrived(tmp_path: Path, aggregator: Any) -> None:
+def test_a_retry_after_a_failure_sends_the_same_events_though_more_arrived(tmp_path: Path, aggregator: Any) -> None:
     agg_setup, agg = aggregator
     channel = edge_channel(tmp_path / "edge")
     _put(channel, [f"a{i}" for i in range(5)])
@@ -141,8 +147,7 @@ def test_a_retake_after_a_failure_holds_the_same_events_though_more_arrived(tmp_
         return put()
 
     calls = _recording(group, fail)
-    while len(channel):
-        group.step()
+    _forward_all(channel, group)
     assert calls[0] == calls[1] and calls[0][1] == [f"a{i}" for i in range(5)]
     assert calls[2][1] == [f"b{i}" for i in range(10)]
     assert sorted(_held(agg)) == sorted([f"a{i}" for i in range(5)] + [f"b{i}" for i in range(10)])
@@ -171,8 +176,7 @@ def test_an_edge_crash_after_the_downstream_commit_redelivers_the_same_batch(tmp
     _put(channel, [f"d{i}" for i in range(30)])  # the restarted edge has more queued
     again = _group(channel, agg_setup.address, tmp_path / "state", batch_size=20)
     calls = _recording(again, lambda n, put: put())
-    while len(channel):
-        again.step()
+    _forward_all(channel, again)
     assert calls[0] == first[0]
     assert again.sinks[0].stats()["duplicate_batches"] == 1
     assert not list((tmp_path / "state").glob("inflight*"))
@@ -197,8 +201,7 @@ def test_the_record_of_a_batch_committed_before_a_crash_is_dropped(tmp_path: Pat
     _put(channel, [f"f{i}" for i in range(10)])  # the head no longer starts with the record's first seq
     again = _group(channel, agg_setup.address, tmp_path / "state", batch_size=10)
     calls = _recording(again, lambda n, put: put())
-    while len(channel):
-        again.step()
+    _forward_all(channel, again)
     assert calls[-1][0] != first[0][0] and calls[-1][1] == [f"f{i}" for i in range(10)]
     assert sorted(_held(agg)) == sorted([f"e{i}" for i in range(10)] + [f"f{i}" for i in range(10)])
     channel.close()
@@ -287,8 +290,7 @@ def test_a_batch_in_doubt_stays_with_its_sink_until_it_answers(tmp_path: Path, a
     _put(channel, [f"p{i}" for i in range(20)])
     group = _pair(channel, agg_setup.address, tmp_path / "state", release=0)
     used = _scripted(group, lambda sink, n: "timeout" if sink == "primary" and n <= 5 else None)
-    while len(channel):
-        group.step()
+    _forward_all(channel, group)
     assert used == ["primary"] * 6  # never moved to the secondary, though it was ready
     assert sorted(_held(agg)) == sorted(f"p{i}" for i in range(20))
     channel.close()
@@ -300,8 +302,7 @@ def test_release_in_doubt_after_lets_another_sink_take_the_batch(tmp_path: Path,
     _put(channel, [f"r{i}" for i in range(20)])
     group = _pair(channel, agg_setup.address, tmp_path / "state", release=0.2)
     used = _scripted(group, lambda sink, n: "timeout" if sink == "primary" else None)
-    while len(channel):
-        group.step()
+    _forward_all(channel, group)
     assert used[-1] == "secondary" and set(used[:-1]) == {"primary"}
     assert group.stats()["released_in_doubt"] == 1
     assert sorted(_held(agg)) == sorted(f"r{i}" for i in range(20))
@@ -380,8 +381,7 @@ def test_parallel_parts_keep_their_ids_on_redelivery_and_a_partly_stored_batch_s
         return real(columns, batch_id)
 
     sinks[0].put = put  # type: ignore[method-assign]
-    while len(channel):
-        group.step()
+    _forward_all(channel, group)
     first, again = sorted(calls[:3]), sorted(calls[3:])
     assert first == again and [c[2] for c in first] == [1000, 1000, 1000]  # same parts, same ids, same sink
     assert sinks[0].stats()["in_doubt_failures"] == 1 and sinks[1].stats()["batches"] == 0
@@ -401,8 +401,7 @@ def test_a_batch_in_doubt_stays_pinned_when_a_retry_cannot_even_connect(tmp_path
     group = _pair(channel, agg_setup.address, tmp_path / "state", release=0)
     used = _scripted(group, lambda sink, n: None if sink != "primary" else
                      "lost ack" if n == 1 else "refused" if n <= 4 else None)
-    while len(channel):
-        group.step()
+    _forward_all(channel, group)
     assert used == ["primary"] * 5  # the secondary, though ready, never got the batch
     assert sorted(_held(agg)) == sorted(f"d{i}" for i in range(20))  # once: the fifth put was a duplicate
     assert group.sinks[0].stats()["duplicate_batches"] == 1
@@ -415,8 +414,7 @@ def test_a_batch_whose_first_put_cannot_connect_fails_over_at_once(tmp_path: Pat
     _put(channel, [f"f{i}" for i in range(20)])
     group = _pair(channel, agg_setup.address, tmp_path / "state", release=0)
     used = _scripted(group, lambda sink, n: "refused" if sink == "primary" else None)
-    while len(channel):
-        group.step()
+    _forward_all(channel, group)
     assert used == ["primary", "secondary"]
     assert sorted(_held(agg)) == sorted(f"f{i}" for i in range(20))
     channel.close()
@@ -432,8 +430,7 @@ def test_a_restarted_edge_keeps_a_batch_that_was_in_flight_with_its_sink(tmp_pat
         group.step()
     group = _pair(channel, agg_setup.address, tmp_path / "state", release=0)  # the restart: the record on disk
     used = _scripted(group, lambda sink, n: "refused" if sink == "primary" and n <= 2 else None)
-    while len(channel):
-        group.step()
+    _forward_all(channel, group)
     assert used == ["primary"] * 3
     assert sorted(_held(agg)) == sorted(f"k{i}" for i in range(20))
     channel.close()

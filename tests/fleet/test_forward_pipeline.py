@@ -1,7 +1,7 @@
 """Pipelined forwarding: several batches in flight, and every batch id still stable.
 
-* A put that fails in the middle of the pipeline: the later batches (one of them already stored
-  downstream) are rolled back and retaken in order with the same ids and events; nothing is
+* A put that fails in the middle of the pipeline: the failed batches (one of them already stored
+  downstream) are put again in order with the same ids and events; nothing is
   stored twice, nothing lost.
 * With failover, a later batch that the primary stored before an earlier one failed stays pinned
   to the primary, while the failed one may move to the secondary.
@@ -73,9 +73,9 @@ class Script:
             sink.put = self._wrap(group, sink, sink.put, act)  # type: ignore[method-assign]
         send = group._send
 
-        def sending(slot: Any, sink: Downstream, columns: EventColumns) -> None:
+        def sending(slot: Any, sink: Downstream) -> None:
             self.sent.append(slot.record.batch_id)
-            send(slot, sink, columns)
+            send(slot, sink)
 
         group._send = sending  # type: ignore[method-assign]
 
@@ -118,11 +118,11 @@ def _forward_all(channel: FileChannel, group: SinkGroup) -> None:
 
 
 @pytest.mark.parametrize("failure", ["lost ack", "refused"])
-def test_a_failure_mid_pipeline_retakes_the_later_batches_in_order_with_their_ids(
+def test_a_failure_mid_pipeline_puts_the_failed_batches_again_in_order_with_their_ids(
         tmp_path: Path, aggregator: Any, failure: str) -> None:
     # The downstream fails the first put of batches 2, 3 and 4 (batch 2: stored and the answer
-    # lost, or refused; the others refused) while three are in flight: the failed ones are rolled
-    # back newest first and retaken oldest first, each with its recorded id and events.
+    # lost, or refused; the others refused) while three are in flight: the failed ones keep their
+    # takes and are put again oldest first, each with its recorded id and events.
     agg_setup, agg = aggregator
     channel = edge_channel(tmp_path / "edge")
     expected = [f"m{i:02d}" for i in range(60)]
@@ -136,9 +136,9 @@ def test_a_failure_mid_pipeline_retakes_the_later_batches_in_order_with_their_id
     script.check_ids()
     first = list(dict.fromkeys(script.sent))
     assert len(first) == 6  # 60 events in batches of 10: no batch got a second id
-    again = script.sent.index(first[1], 2)  # the retake of the failed second batch
+    again = script.sent.index(first[1], 2)  # the second put of the failed second batch
     assert script.sent[again:again + 2] == first[1:3]  # then the third, in take order, with the same ids
-    assert script.sent.index(first[3], again) > again + 1  # the fourth after them, retaken or taken
+    assert script.sent.index(first[3], again) > again + 1  # the fourth after them
     assert sink.stats()["duplicate_batches"] == (failure == "lost ack")  # only batch 2 was stored before
     assert sorted(_held(agg)) == expected  # each event once
     assert not list((tmp_path / "state").glob("inflight*"))

@@ -3,11 +3,11 @@
 One :class:`~.group.SinkGroup` thread per group: it takes a batch from the group's channel (up
 to ``batch_size`` events, or fewer once the oldest has waited ``linger`` seconds), hands it to the
 sink its processor picks (:mod:`.processors`), puts it downstream with a batch id, and commits the
-local take only after the downstream ack. A failure rolls the take back (the events return to the
-head of the queue, in order) and sets the sink aside for a growing, jittered penalty. Up to
-``pipeline`` batches are in flight at once, each with its own take and in-flight record; takes
-are committed in take order and rolled back newest first (:mod:`.group` says why the rules below
-hold for each of them).
+local take only after the downstream ack. A failure sets the sink aside for a growing, jittered
+penalty; the batch keeps its take and is put again, the same events under the same id, where its
+record allows (below). Up to ``pipeline`` puts are in flight at once, each batch with its own take
+and in-flight record; takes are committed in any order after their acks and rolled back (at a
+stop) newest first (:mod:`.group` says why the rules below hold for each of them).
 
 **The batch id** is ``fwd:<channel id>:<first seq>+<count>``: the local channel's identity, the
 sequence number of the batch's first event and the number of events taken. Why it is the same on
@@ -15,13 +15,15 @@ every redelivery of a batch, and never the id of a different batch:
 
 * Sequence numbers are unique within a channel (never reused, across restarts), so no two
   batches of one channel start with the same event unless one is a redelivery of the other.
-* A redelivery must hold the same events, not just start with the same one: after a rollback
-  more events may be queued, and a take of ``batch_size`` would return a longer batch under the
-  same first seq. So before the first put of a batch the group writes (atomically, fsync'ed) an
-  *in-flight record* ``{batch_id, first_seq, last_seq, count, in_doubt, maybe_stored, take}`` to
-  its state directory (:mod:`.inflight`), and retakes exactly ``count`` events for it. A
-  rolled-back take returns its events to the head in order, so the retake is the same events:
-  same first seq, same count, same id.
+* A redelivery must hold the same events, not just start with the same one. While the edge runs,
+  a failed batch keeps its take and its events, so its next put sends exactly them. A take rolled
+  back (at a stop) or lost with the process is retaken, and by then more events may be queued: a
+  take of ``batch_size`` would return a longer batch under the same first seq. So before the first
+  put of a batch the group writes (atomically, fsync'ed) an *in-flight record* ``{batch_id,
+  first_seq, last_seq, count, in_doubt, maybe_stored, take}`` to its state directory
+  (:mod:`.inflight`), and retakes exactly ``count`` events for it. A rolled-back take returns its
+  events to the head in order, so the retake is the same events: same first seq, same count, same
+  id.
 * A crash of the edge (at any point) leaves the record: the channel's recovery puts the taken
   events back at the head, and the restarted group retakes exactly ``count`` of them. If the
   head no longer starts with ``first_seq`` (or has a different ``last_seq``), the recorded batch
@@ -39,8 +41,10 @@ Across several downstream agents the downstream dedup only helps if the redelive
 same agent. A put that failed *in doubt* (the request may have been committed: the connection was
 lost mid-call, a timeout, an error of a downstream pipeline with several channels) is therefore
 pinned to the sink it was sent to, and retried there until it gets an answer, however long that
-sink is down. A put that failed for certain (no connection could be made, a refusal by the
-downstream's single-channel put) may move to another sink of the group, unless an earlier put of
+sink is down, or until ``release_in_doubt_after`` seconds passed (0, the default: never); it waits
+aside with its take while the group forwards newer batches through the other sinks. A put that
+failed for certain (no connection could be made, a refusal by the downstream's single-channel
+put) may move to another sink of the group, unless an earlier put of
 the same batch to that sink may be stored there (``maybe_stored``: it failed in doubt, or was in
 flight when the edge stopped): a retry that cannot even connect says nothing about the earlier
 put, so only that sink's own answer (an ack, a duplicate, or its refusal, which it gives after

@@ -1,26 +1,32 @@
 """A sink group's thread: batches taken in order, put downstream, each committed after its ack.
 
-Up to ``pipeline`` batches are in flight at once (one *slot* each: an open take of the local
-channel, its in-flight record, its put running in one of the group's put threads): the next batch
-is taken and encoded while earlier ones are on the wire or being stored downstream. The rules
-that keep every batch id of :mod:`.forward` stable with several takes open:
+Up to ``pipeline`` puts are in flight at once. A batch is a *slot*: an open take of the local
+channel, its in-flight record, the events it puts (kept in memory while the take is open), and at
+times a put running in one of the group's put threads. The rules that keep every batch id of
+:mod:`.forward` stable with several takes open:
 
 * **One thread takes, in order, and records before sending.** The group thread takes every batch
-  and writes its record (fsync'ed) before its put starts and before the next take. So every take
+  and writes its record (fsync'ed) before its first put and before the next take. So every take
   that is not committed has a record, and the records' ``take`` numbers are the order of their
   events at the head of the channel once the takes are rolled back or recovered after a crash
   (the recovery puts uncommitted takes back where they were; commits only remove events).
 * **Each take is committed by its put thread after its own ack** (then its record is removed), in
   whatever order the acks come: committing removes a batch's events from wherever they are, and a
   record left by a crash between the commit and the removal no longer matches the head.
-* **A failure drains the pipeline, then rolls back newest first.** When a put fails, every put in
-  flight is awaited (each ends before anything is rolled back; those acknowledged commit), then
-  every take still open is rolled back from the newest to the oldest, so the events return to the
-  head in their original order. Each rolled-back batch keeps its record and is retaken with
-  exactly its count: the same events, the same id, pinned as its own put left it.
-* **No new take while a batch waits to be retaken.** Rolled-back batches (and the records found
-  after a restart) are retaken oldest first, before anything new. A record whose retake does not
-  match the head was committed before a restart and is dropped.
+* **A failed batch keeps its take.** Its events stay out of the queue, in memory, and its next put
+  sends the very same events under the same id: no rollback, no retake, and no other batch waits
+  for it. Where the next put may go is the record's business (:meth:`SinkGroup._settle`): a batch
+  *in doubt* at a sink stays pinned to that sink and waits there, set aside with it, until that
+  sink answers (its batch-id record says whether it stored the batch) or ``release_in_doubt_after``
+  passes; meanwhile the group takes and forwards newer batches through the other sinks. A sink
+  that holds a batch in doubt is sent nothing new before that batch is resolved, so at most
+  ``pipeline`` batches wait per sink.
+* **Takes are rolled back only when the group stops or a put thread fails unexpectedly**: every
+  put in flight ends first (those acknowledged commit), then every open take is rolled back from
+  the newest to the oldest, so the events return to the head in their original order. Each keeps
+  its record and is retaken with exactly its count, oldest first and before anything new: the
+  same events, the same id, pinned as its own put left it. A record whose retake does not match
+  the head was committed before a restart and is dropped.
 """
 
 from __future__ import annotations
@@ -89,12 +95,13 @@ def _arrow_available() -> bool:
 
 @dataclass(eq=False)
 class _Slot:
-    """One batch of the pipeline: its record, and while it is taken its take and its put."""
+    """One batch of the pipeline: its record and, while it is taken, its take, what it puts and its put."""
 
     record: InFlight
     tx: Transaction | None = None  # the open take; None: the batch waits to be (re)taken
-    sink: Downstream | None = None
-    future: Future[Outcome] | None = None  # the put (and commit); done once it was answered (or failed)
+    columns: EventColumns | None = None  # what its puts send (the hop header raised), while the take is open
+    sink: Downstream | None = None  # where its last put went
+    future: Future[Outcome] | None = None  # the put (and commit) in flight; None: not being put
     committed: bool = False  # the take was committed after the ack (by the put thread)
     recorded: bool = False  # its record file is written as it is now
     events: int = 0  # events put (the batch less those dropped as looping)
@@ -102,6 +109,16 @@ class _Slot:
     ack_seconds: float = 0.0
     pinned_since: float | None = None  # time.monotonic() of the first in-doubt failure
     released_from: str | None = None  # the sink a released batch was in doubt at: tried last
+
+    @property
+    def waiting(self) -> bool:
+        """Taken and not being put: its put failed, or it was retaken, and it waits for a sink."""
+        return self.tx is not None and self.future is None and not self.committed
+
+
+def _clamp(seconds: float) -> float:
+    """A pause of the group thread: at least a poll, at most a second (new events, stop requests)."""
+    return min(max(seconds, IDLE_POLL), 1.0)
 
 
 class SinkGroup:
@@ -116,6 +133,7 @@ class SinkGroup:
         self.hop_header, self.max_hops = first.hop_header, first.max_hops
         self.min_penalty, self.max_penalty = min_penalty, max_penalty
         self.release_in_doubt_after = release_in_doubt_after
+        self._by_name = {sink.name: sink for sink in sinks}
         self._records = Records(state_dir, name)
         self.slots = [_Slot(record, recorded=True) for record in self._records.load()]  # take order
         self._next_take = max((s.record.take for s in self.slots), default=-1) + 1
@@ -152,17 +170,19 @@ class SinkGroup:
 
     @property
     def inflight(self) -> InFlight | None:
-        """The oldest batch in flight (the one the group commits next)."""
+        """The oldest batch in flight (taken and not yet committed)."""
         return self.slots[0].record if self.slots else None
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
             counts = dict(self._counts)
-        records = [asdict(slot.record) for slot in list(self.slots)]
+        slots = list(self.slots)
+        records = [asdict(slot.record) for slot in slots]
+        waiting = [slot.record.batch_id for slot in slots if slot.waiting and slot.record.in_doubt is not None]
         return {**counts, "running": self.running, "processor": self.processor.kind,
                 "channel": self.channel_name, "pipeline": self.pipeline,
                 "inflight": records[0] if records else None, "inflight_batches": records,
-                "sinks": {sink.name: sink.stats() for sink in self.sinks}}
+                "waiting_in_doubt": waiting, "sinks": {sink.name: sink.stats() for sink in self.sinks}}
 
     @property
     def channel_name(self) -> str:
@@ -184,16 +204,15 @@ class SinkGroup:
         self._settle_on_stop()
 
     def step(self) -> float:
-        """Advance the pipeline: account for the batches whose puts ended (committed, or rolled back
-        after a failure), else start one batch, waiting for a put to end when ``pipeline`` batches
-        are in flight. Returns how long to wait before the next step (0: at once). With
-        ``pipeline = 1`` a step forwards one batch from take to commit."""
+        """Advance the pipeline: account for the batches whose puts ended (committed, or waiting
+        for a sink after a failure), else start one put (a waiting batch's, or a new batch's),
+        waiting for a put to end when ``pipeline`` are in flight. Returns how long to wait before
+        the next step (0: at once). With ``pipeline = 1`` a step puts one batch and accounts for it."""
         if any(slot.future is not None and slot.future.done() for slot in self.slots):
             self._finish()
             return 0.0
-        waiting = any(slot.tx is None for slot in self.slots)
-        pause = self._start_one() if waiting or len(self.slots) < self.pipeline else 0.0
-        in_flight = [slot.future for slot in self.slots if slot.future is not None]
+        pause = self._start_one()
+        in_flight = self._in_flight()
         if not in_flight:
             return pause
         if len(in_flight) >= self.pipeline:
@@ -203,42 +222,96 @@ class SinkGroup:
             wait(in_flight, timeout=pause, return_when=FIRST_COMPLETED)
         return 0.0
 
-    # -- starting a batch -------------------------------------------------------------------
+    def _in_flight(self) -> list[Future[Outcome]]:
+        return [slot.future for slot in self.slots if slot.future is not None]
+
+    # -- starting a put ---------------------------------------------------------------------
     def _start_one(self) -> float:
-        """Retake the oldest batch that waits for it, or take a new one; the seconds to wait when
-        neither can start now (0: one started, or a stale record was dropped)."""
-        slot = next((s for s in self.slots if s.tx is None), None)
-        if slot is None:
-            pause = self._linger()
-            if pause:
-                return pause
-        elif slot.record.in_doubt is not None:
+        """Retake the oldest batch whose take was rolled back; else put the oldest waiting batch
+        that has a sink ready for it; else take and put a new batch. Returns the seconds to wait
+        when nothing can start now (0: something started)."""
+        retake = next((s for s in self.slots if s.tx is None), None)
+        if retake is not None:
+            self._retake(retake)
+            return 0.0
+        if len(self._in_flight()) >= self.pipeline:
+            return 0.0  # the step waits for a put to end
+        pause = 1.0
+        for slot in [s for s in self.slots if s.waiting]:
+            sink, wait_for = self._sink_for(slot)
+            if sink is not None:
+                self._send(slot, sink)
+                return 0.0
+            if slot.record.in_doubt is None:
+                return _clamp(wait_for)  # a batch any sink may take goes before anything new
+            pause = min(pause, wait_for)  # pinned to a sink set aside: newer batches go on meanwhile
+        return self._take_new(pause)
+
+    def _sink_for(self, slot: _Slot) -> tuple[Downstream | None, float]:
+        """The sink a waiting batch goes to now, or None and the seconds until one may be ready: its
+        own sink while it is pinned there, else what the processor picks among the open sinks."""
+        if slot.record.in_doubt is not None:
             self._maybe_release(slot)
-        candidates = [s for s in self.sinks if slot is None or s.name != slot.released_from] or self.sinks
-        sink, pause = self.processor.pick(candidates, slot.record.in_doubt if slot else None)
+        pinned = self._by_name.get(slot.record.in_doubt or "")
+        if pinned is not None:
+            left = pinned.available_at - time.monotonic()
+            return (pinned, 0.0) if left <= 0 else (None, left)
+        return self.processor.pick(self._open_sinks(exclude=slot.released_from), None)
+
+    def _open_sinks(self, exclude: str | None = None) -> list[Downstream]:
+        """The sinks that may take a batch not pinned anywhere: those holding no batch in doubt
+        (that batch is resolved first), the one a released batch came from last."""
+        holding = {s.record.in_doubt for s in self.slots if s.waiting and s.record.in_doubt is not None}
+        open_sinks = [sink for sink in self.sinks if sink.name not in holding]
+        return [sink for sink in open_sinks if sink.name != exclude] or open_sinks
+
+    def _take_new(self, pause: float) -> float:
+        """Take a new batch and put it, when one is due and a sink is ready; else the seconds to wait."""
+        due = self._linger()
+        if due:
+            return min(due, pause)
+        sink, wait_for = self.processor.pick(self._open_sinks(), None)
         if sink is None:
-            return min(max(pause, IDLE_POLL), 1.0)
+            return _clamp(min(wait_for, pause))
         tx = self.channel.transaction(pipelined=True)
+        slot: _Slot | None = None
         try:
-            columns = take_batch(tx, slot.record.count if slot else self.batch_size)
-            if slot is None and not len(columns):
+            columns = take_batch(tx, self.batch_size)
+            if not len(columns):
                 tx.rollback()
                 return IDLE_POLL
-            if slot is not None and not slot.record.matches(columns):
-                tx.rollback()
-                self._drop_stale(slot)
-                return 0.0
-            if slot is None:
-                slot = self._new_slot(columns)
+            slot = self._new_slot(columns)
             slot.tx = tx
-            self._send(slot, sink, columns)
+            self._prepare(slot, columns)
+            self._send(slot, sink)
         except BaseException:
-            if tx.state is TxnState.OPEN:
-                tx.rollback()  # the newest take: nothing was taken after it
-            if slot is not None:
-                slot.tx = slot.future = None
+            self._undo_take(tx, slot)
             raise
         return 0.0
+
+    def _retake(self, slot: _Slot) -> None:
+        """Take exactly the recorded events of a batch whose take was rolled back (or that a
+        restart found recorded); it then waits for a sink like any failed batch. A head that does
+        not match the record means the batch was committed before a restart: the record goes."""
+        tx = self.channel.transaction(pipelined=True)
+        try:
+            columns = take_batch(tx, slot.record.count)
+            if not slot.record.matches(columns):
+                tx.rollback()
+                self._drop_stale(slot)
+                return
+            slot.tx = tx
+            self._prepare(slot, columns)
+        except BaseException:
+            self._undo_take(tx, slot)
+            raise
+
+    @staticmethod
+    def _undo_take(tx: Transaction, slot: _Slot | None) -> None:
+        if tx.state is TxnState.OPEN:
+            tx.rollback()  # the newest take: nothing was taken after it
+        if slot is not None and not slot.committed:
+            slot.tx = slot.future = slot.columns = None
 
     def _new_slot(self, columns: EventColumns) -> _Slot:
         record = InFlight(forward_batch_id(self.channel.channel_id, columns.seqs[0], len(columns)),
@@ -255,16 +328,21 @@ class SinkGroup:
         self._records.remove(slot.record)
         self.slots.remove(slot)
 
-    def _send(self, slot: _Slot, sink: Downstream, columns: EventColumns) -> None:
-        """Record the batch (durably, naming the sink, before the request can reach it) and put it."""
+    def _prepare(self, slot: _Slot, columns: EventColumns) -> None:
+        """What the batch's puts send: the events with the hop header raised, without those looping."""
         forward, slot.dropped = add_hop(columns, self.hop_header, self.max_hops)
         if slot.dropped:
             log.warning("sink group %s: dropped %d events that were already forwarded %d times or more (%s >= "
                         "max_hops %d): a forwarding loop, or more tiers than max_hops", self.name, slot.dropped,
                         self.max_hops, self.hop_header, self.max_hops)
-        slot.events, slot.sink = len(forward), sink
+        slot.columns, slot.events = forward, len(forward)
+
+    def _send(self, slot: _Slot, sink: Downstream) -> None:
+        """Record the batch (durably, naming the sink, before the request can reach it) and put it."""
+        assert slot.tx is not None and slot.columns is not None, "only a taken batch is put"
+        slot.sink = sink
         record = slot.record
-        if not len(forward):  # nothing to put: committed before the next take, so it needs no record
+        if not slot.events:  # nothing to put: committed at once, so it needs no record
             slot.future = Future()
             slot.future.set_result(self._commit(slot, Outcome()))
             return
@@ -272,7 +350,7 @@ class SinkGroup:
             record.in_doubt = sink.name  # durable before the request can reach the sink
             self._records.write(record)
             slot.recorded = True
-        slot.future = self._puts.submit(self._put, slot, sink, forward, record.batch_id)
+        slot.future = self._puts.submit(self._put, slot, sink, slot.columns, record.batch_id)
 
     def _put(self, slot: _Slot, sink: Downstream, forward: EventColumns, batch_id: str) -> Outcome:
         """In a put thread: the put, and after its ack the commit of the take."""
@@ -302,14 +380,15 @@ class SinkGroup:
             self._first_seen = now
         if queued >= self.batch_size:
             return 0.0
-        if any(slot.future is not None for slot in self.slots):
+        if self._in_flight():
             return IDLE_POLL
         if now - self._first_seen < self.linger:
             return min(IDLE_POLL, self.linger - (now - self._first_seen))
         return 0.0
 
     def _maybe_release(self, slot: _Slot) -> None:
-        """Unpin a batch in doubt once ``release_in_doubt_after`` has passed (0: never)."""
+        """Unpin a batch in doubt once ``release_in_doubt_after`` has passed (0: never). It keeps its
+        batch id wherever it goes next (the record's)."""
         now = time.monotonic()
         if slot.pinned_since is None:
             slot.pinned_since = now  # pinned before a restart: the clock starts now
@@ -317,28 +396,37 @@ class SinkGroup:
         if not self.release_in_doubt_after or now - slot.pinned_since < self.release_in_doubt_after:
             return
         log.warning("sink group %s: batch %s has been in doubt at sink %s for %.0fs (release_in_doubt_after); any "
-                    "sink may take it now, and it is stored twice if %s had stored it", self.name, record.batch_id,
-                    record.in_doubt, now - slot.pinned_since, record.in_doubt)
+                    "sink may take it now under the same id, and it is stored twice if %s had stored it",
+                    self.name, record.batch_id, record.in_doubt, now - slot.pinned_since, record.in_doubt)
         slot.released_from, record.in_doubt, record.maybe_stored = record.in_doubt, None, False
         self._records.write(record)
         slot.pinned_since = None
         with self._lock:
             self._counts["released_in_doubt"] += 1
 
-    # -- ending a batch ---------------------------------------------------------------------
+    # -- ending a put -----------------------------------------------------------------------
     def _finish(self) -> None:
-        """Account for the committed batches; after a failure, drain and roll back (module doc)."""
+        """Account for the puts that ended: a committed batch leaves the pipeline; a failed one
+        keeps its take and waits for a sink as its record says (:meth:`_settle`); each failed sink
+        is set aside. An unexpected error of a put thread rolls every take back (module doc)."""
         done = [slot for slot in self.slots if slot.future is not None and slot.future.done()]
-        try:
-            failed = any(slot.future.result().error is not None for slot in done if slot.future is not None)
-        except BaseException:  # an unexpected error of a put thread (or of a commit)
+        unexpected = next((e for slot in done if slot.future is not None
+                           and (e := slot.future.exception()) is not None), None)
+        if unexpected is not None:  # an unexpected error of a put thread (or of a commit)
             self._roll_back_all()
-            raise
-        if failed:
-            self._failed()
-            return
+            raise unexpected
+        failed: dict[str, Downstream] = {}
         for slot in done:
-            self._acked(slot)
+            assert slot.future is not None
+            outcome = slot.future.result()
+            if slot.committed:
+                self._acked(slot)
+            elif outcome.error is not None and slot.sink is not None:
+                slot.future = None
+                self._settle(slot, slot.sink, outcome)
+                failed[slot.sink.name] = slot.sink
+        for sink in failed.values():
+            self._set_aside(sink)
 
     def _acked(self, slot: _Slot) -> None:
         assert slot.committed and slot.future is not None
@@ -352,50 +440,36 @@ class SinkGroup:
             self._counts["events"] += slot.events
             self._counts["dropped_looping"] += slot.dropped
 
-    def _roll_back_all(self) -> dict[int, Outcome | BaseException]:
+    def _set_aside(self, sink: Downstream) -> None:
+        """A failed sink waits for its penalty: ``min_penalty`` doubling per consecutive failure up to
+        ``max_penalty``, jittered (x0.5 to 1)."""
+        penalty = min(self.max_penalty, self.min_penalty * 2 ** (sink.failures - 1)) * random.uniform(0.5, 1.0)
+        sink.available_at = max(sink.available_at, time.monotonic() + penalty)
+        self.processor.failed(sink)
+        log.warning("sink group %s: sink %s (%s) set aside for %.2fs: %s", self.name, sink.name,
+                    sink.settings.address, penalty, sink.last_error)
+
+    def _roll_back_all(self) -> None:
         """Wait for every put in flight, then roll every open take back to the head, the newest
-        first; the rolled-back batches wait to be retaken. Returns how each put ended, by slot."""
-        wait([slot.future for slot in self.slots if slot.future is not None])
-        ended: dict[int, Outcome | BaseException] = {}
-        for slot in self.slots:
-            if slot.future is not None:
-                error = slot.future.exception()
-                ended[id(slot)] = error if error is not None else slot.future.result()
+        first; the rolled-back batches wait to be retaken, the acknowledged ones are accounted."""
+        wait(self._in_flight())
+        failed_after_commit = []
         for slot in reversed(self.slots):
             if slot.committed:
+                if slot.future is not None and slot.future.exception() is not None:
+                    failed_after_commit.append(slot)  # its put thread failed after the commit: nothing to account
                 continue
             if slot.tx is not None and slot.tx.state is TxnState.OPEN:
                 slot.tx.rollback()
-            slot.tx = slot.future = None
-        # committed, but the put thread failed after the commit (removing the record): nothing to account
-        self.slots = [s for s in self.slots if not (s.committed and isinstance(ended.get(id(s)), BaseException))]
-        return ended
-
-    def _failed(self) -> None:
-        """A put failed: drain the pipeline and roll back what is open (:meth:`_roll_back_all`),
-        then pin each failed batch by what its own put left behind (:meth:`_settle`); each failed
-        sink is set aside once. Batches acknowledged meanwhile were committed."""
-        ended = self._roll_back_all()
-        failed: dict[str, Downstream] = {}
-        for slot in list(self.slots):
-            outcome = ended.get(id(slot))
-            if slot.committed:
-                self._acked(slot)
-            elif isinstance(outcome, BaseException):  # raised in a put thread; retaken like any other
-                log.error("sink group %s: put of batch %s failed unexpectedly: %s", self.name, slot.record.batch_id,
-                          outcome)
-            elif outcome is not None and outcome.error is not None and slot.sink is not None:
-                self._settle(slot, slot.sink, outcome)
-                failed[slot.sink.name] = slot.sink
-        for sink in failed.values():
-            penalty = min(self.max_penalty, self.min_penalty * 2 ** (sink.failures - 1)) * random.uniform(0.5, 1.0)
-            sink.available_at = time.monotonic() + penalty
-            self.processor.failed(sink)
-            log.warning("sink group %s: sink %s (%s) set aside for %.2fs: %s", self.name, sink.name,
-                        sink.settings.address, penalty, sink.last_error)
+            slot.tx = slot.future = slot.columns = None
+        for slot in failed_after_commit:
+            self.slots.remove(slot)
+        for slot in [s for s in self.slots if s.committed]:
+            self._acked(slot)
 
     def _settle(self, slot: _Slot, sink: Downstream, outcome: Outcome) -> None:
-        """Update a rolled-back batch's record by its put's outcome at ``sink``."""
+        """Update a failed batch's record by its put's outcome at ``sink``: pinned there while it may
+        be stored there, else free for any sink."""
         record, err = slot.record, outcome.error
         assert err is not None
         sink.failed(err, outcome.in_doubt)
@@ -411,15 +485,13 @@ class SinkGroup:
             slot.pinned_since = time.monotonic()
         log.warning("sink group %s: put of batch %s (%d events) to %s (%s) failed%s: %s", self.name, record.batch_id,
                     record.count, sink.name, sink.settings.address,
-                    " in doubt (retried there only)" if pinned else "", err)
+                    " in doubt (kept for that sink; newer batches go on)" if pinned else "", err)
 
     def _settle_on_stop(self) -> None:
         """The group stops: the puts in flight end (those acknowledged commit), the other takes are
         rolled back (their records stay: a restart retakes them with their ids)."""
         try:
             self._roll_back_all()
-            for slot in [s for s in self.slots if s.committed]:
-                self._acked(slot)
         except Exception as err:
             log.warning("sink group %s: batches in flight at the stop are rolled back by the channel's close (%s)",
                         self.name, err)

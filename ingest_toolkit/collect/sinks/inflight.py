@@ -28,9 +28,8 @@ LEGACY = "inflight.json"
 class InFlight:
     """A batch being forwarded (see :mod:`.forward`); ``in_doubt``: the sink it is pinned to;
     ``maybe_stored``: a put of it to that sink may have been stored there (a put that failed in
-    doubt, one acknowledged and then rolled back behind an earlier batch that failed, or one in
-    flight when the edge stopped): only that sink's answer unpins it then. ``take``: the order
-    of the group's takes."""
+    doubt, or one in flight when the edge stopped): only that sink's answer unpins it then, or
+    ``release_in_doubt_after``. ``take``: the order of the group's takes."""
 
     batch_id: str
     first_seq: int
