@@ -61,13 +61,17 @@ LIVE: list[subprocess.Popen[bytes]] = []  # every child started here; conftest k
 
 
 class AgentProcess:
-    def __init__(self, setup: AgentSetup, *, env: dict[str, str] | None = None, conf: Path | None = None) -> None:
+    def __init__(self, setup: AgentSetup, *, env: dict[str, str] | None = None, conf: Path | None = None,
+                 cwd: Path = REPO, process_group: bool = False) -> None:
+        """``process_group``: the agent leads a process group of its own (as a shell job or a
+        container's process does), which a test may signal as a whole."""
         self.setup = setup
         self.log_path = setup.root / f"agent-{time.monotonic_ns()}.log"
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ingest_toolkit.cli", "agent", "--conf", str(conf or setup.conf)],
-            stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO, env={**os.environ, **(env or {})})
+            stdout=self._log, stderr=subprocess.STDOUT, cwd=cwd, env={**os.environ, **(env or {})},
+            process_group=0 if process_group else None)
         LIVE.append(self.proc)
         self.ports: dict[str, Any] = {}
 

@@ -1,9 +1,11 @@
-"""The exec source in a real agent: lines become events, the command restarts, and no process of
-the command's group survives the agent - stopped, or SIGKILLed."""
+"""The exec source in a real agent: lines become events, the command restarts, and no process the
+command started survives the agent - stopped (SIGTERM), SIGKILLed by pid, or SIGKILLed with its
+whole process group (the supervisor lives in a session of its own and ends the command's tree)."""
 
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -125,3 +127,117 @@ def test_the_supervisor_ends_the_group_when_its_lifeline_closes(tmp_path: Path) 
     assert proc.wait(10) == 143
     wait_for(lambda: not _alive(sleeper), timeout=5, what="the sleep to end")
     assert os.path.exists(pidfile)
+
+
+def _stat(pid: int) -> tuple[int, str, str] | None:
+    """(parent pid, state, start time) of a process, None when there is none."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return int(fields[1]), fields[0], fields[19]
+
+
+def _below(root: int) -> dict[int, str]:
+    """Every live process below ``root`` in the tree: pid -> start time (a reused pid is another)."""
+    parents = {int(p.name): stat for p in Path("/proc").iterdir() if p.name.isdigit()
+               and (stat := _stat(int(p.name))) is not None and stat[1] != "Z"}
+    found: dict[int, str] = {}
+    frontier = {root}
+    while frontier:
+        frontier = {pid for pid, (parent, _state, _start) in parents.items() if parent in frontier}
+        found.update({pid: parents[pid][2] for pid in frontier})
+    return found
+
+
+def _wait_idle(agent: AgentProcess) -> None:
+    """Until the channel stops growing: every line written went through. (A line still in the pipe
+    when the agent dies would end grep with SIGPIPE by itself, and tail after it, hiding an orphan.)"""
+    last = -1
+    while (now := _queued(agent)) != last:
+        last = now
+        time.sleep(0.3)
+
+
+def _running(pid: int, started: str) -> bool:
+    stat = _stat(pid)
+    return stat is not None and stat[1] != "Z" and stat[2] == started
+
+
+def _mentioning(text: str) -> list[int]:
+    """Live processes whose command line contains ``text``."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and text in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                stat = _stat(int(entry.name))
+                if stat is not None and stat[1] != "Z":
+                    out.append(int(entry.name))
+        except OSError:
+            continue
+    return [pid for pid in out if pid != os.getpid()]
+
+
+@pytest.mark.parametrize("kill", ["SIGKILL of the agent's pid", "SIGKILL of the agent's process group",
+                                  "SIGTERM of the agent"])
+def test_no_process_of_a_shell_pipeline_outlives_the_agent(tmp_path: Path, kill: str) -> None:
+    # collectors.md's own example: tail and grep block on their input and output, so nothing but
+    # the supervisor can end them once the agent is gone; no line is written after the kill
+    log = tmp_path / "app.log"
+    log.write_text("")
+    setup = FleetSetup(tmp_path / "agent", extra=(
+        '[sources.cmd]\ntype = "exec"\nchannels = ["events"]\nshell = true\n'
+        f'command = "tail -F -n 0 {log} | grep --line-buffered -v DEBUG"\nlinger = 0.05\nstop_grace = 1.0\n'))
+    agent = AgentProcess(setup, process_group=True).wait_ready()
+    pipeline: dict[int, str] = {}
+    try:
+        def lines_flow() -> bool:
+            with log.open("a") as f:
+                f.write("INFO one\nDEBUG two\n")
+            return _queued(agent) > 0
+
+        wait_for(lines_flow, what="a line through tail and grep")
+        _wait_idle(agent)
+        pipeline = wait_for(lambda: tree if len(tree := _below(agent.proc.pid)) >= 4 else None,
+                            what="the supervisor, sh, tail and grep")
+        assert len(_mentioning(str(log))) >= 2  # sh -c ..., tail -F ...
+        if kill == "SIGTERM of the agent":
+            assert agent.terminate() == 0
+        elif kill == "SIGKILL of the agent's pid":
+            agent.kill()
+        else:
+            os.killpg(agent.proc.pid, signal.SIGKILL)  # kill -9 -- -<pgid>: every process of the agent's group
+            agent.wait()
+        wait_for(lambda: not any(_running(pid, started) for pid, started in pipeline.items()), timeout=5,
+                 what=f"every process of the command to end after a {kill}: {pipeline}")
+        assert _mentioning(str(log)) == []
+    finally:
+        for pid, started in pipeline.items():  # never leave them to the next test
+            if _running(pid, started):
+                os.kill(pid, signal.SIGKILL)
+    events = drain(setup.channel_settings())
+    assert {e.body for e in events} == {b"INFO one"}
+
+
+def test_a_daemonized_grandchild_is_ended_with_the_command(tmp_path: Path) -> None:
+    """A process that leaves the command's session (setsid) and loses its parent is adopted by the
+    supervisor (a child subreaper) and ended with the rest when the lifeline closes."""
+    import subprocess
+    import sys
+
+    pidfile = tmp_path / "daemon.pid"
+    script = f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 600' & wait"
+    proc = subprocess.Popen([sys.executable, "-m", "ingest_toolkit.collect.sources.exec_supervisor", "0.5", "--",
+                             "/bin/sh", "-c", script], stdin=subprocess.PIPE)
+    wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the daemon")
+    daemon = int(pidfile.read_text())
+    try:
+        assert _alive(daemon)
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(10) == 143
+        wait_for(lambda: not _alive(daemon), timeout=5, what="the setsid'ed process to end")
+    finally:
+        if _alive(daemon):
+            os.kill(daemon, signal.SIGKILL)

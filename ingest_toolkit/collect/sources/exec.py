@@ -6,11 +6,13 @@ the tail source splits them (``\\n`` removed, ``max_event_bytes`` with the ``ove
 policy); a batch is put when it holds ``batch_size`` events or its first event waited
 ``linger`` seconds. Standard error is logged at WARNING, line by line.
 
-**Process life.** The command runs under a small supervisor process
-(:mod:`.exec_supervisor`) in a process group of its own. The agent holds a pipe to the
-supervisor; when the agent stops, or dies in any way (SIGKILL too), the pipe closes and the
-supervisor sends SIGTERM to the whole group, SIGKILL after ``stop_grace`` seconds. A
-``tail -F`` or a shell pipeline therefore never outlives the agent. When the command exits by
+**Process life.** The command runs under a small supervisor process (:mod:`.exec_supervisor`,
+whose docstring gives the design) in a session of its own, so a signal to the agent's process
+group does not reach it. The agent holds a pipe to the supervisor; when the agent stops, or dies
+in any way (SIGKILL of its pid or of its process group too), the pipe closes and the supervisor
+sends SIGTERM to everything the command started (it is their subreaper, so a pipeline's ``tail``
+and ``grep``, a background job or a daemonized process all stay below it), SIGKILL after
+``stop_grace`` seconds. A ``tail -F`` or a shell pipeline therefore never outlives the agent. When the command exits by
 itself (any status), it is started again after a backoff that doubles from ``min_backoff`` to
 ``max_backoff`` while the command keeps exiting within ``max_backoff`` seconds of its start
 (``restart = false``: it is not restarted).
@@ -145,10 +147,13 @@ class ExecSource:
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         supervisor = [sys.executable, "-m", "ingest_toolkit.collect.sources.exec_supervisor",
-                      str(self.settings.stop_grace), "--", *self.settings.argv()]
+                      str(self.settings.stop_grace), str(os.getpid()), "--", *self.settings.argv()]
         env = {**os.environ, **self.settings.env}
+        # a session of its own: a signal to the agent's process group must not reach the supervisor,
+        # which outlives the agent just long enough to end the command's tree (exec_supervisor)
         proc = subprocess.Popen(supervisor, stdin=subprocess.PIPE, stdout=subprocess.PIPE,  # noqa: S603
-                                stderr=subprocess.PIPE, cwd=self.settings.cwd, env=env, close_fds=True)
+                                stderr=subprocess.PIPE, cwd=self.settings.cwd, env=env, close_fds=True,
+                                start_new_session=True)
         with self._lock:
             self._proc, self.child_pid = proc, proc.pid
         if self._stop.is_set():  # stop() ran while we started it: it did not see this child
