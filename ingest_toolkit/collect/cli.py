@@ -29,7 +29,7 @@ from ..cli_common import verbose_option
 from ..errors import ConfigError, IngestError, TransientError
 from ..settings import invalid_settings
 from .config import AgentConfig, load_agent_config
-from .preflight import directory_problems
+from .preflight import preflight_problems
 
 __all__ = ["agent_command", "configure_logging", "run_agent", "send_command", "tune_gc_for_service"]
 
@@ -133,8 +133,9 @@ def tune_gc_for_service() -> None:
               default=Path("conf/agent.toml"), show_default=True, help="Agent configuration (TOML).")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
               help="Overrides [agent] log_level.")
-@click.option("--check", is_flag=True, help="Validate the configuration and that every directory is writable, "
-              "print a summary and exit.")
+@click.option("--check", is_flag=True, help="Validate the configuration and everything the start needs (directories "
+              "writable, token variables set, TLS files readable, fixed ports free, exec programs found), print a "
+              "summary and exit.")
 @verbose_option
 def agent_command(conf_path: Path, log_level: str | None, check: bool) -> None:
     """Run the collection agent: channels, sources, gRPC and admin endpoints. Stops cleanly on
@@ -142,11 +143,12 @@ def agent_command(conf_path: Path, log_level: str | None, check: bool) -> None:
     try:
         config = load_agent_config(conf_path)
         if check:
-            problems = directory_problems(config)
+            problems = preflight_problems(config)
             if problems:
                 raise invalid_settings("agent configuration", problems, source=conf_path)
             click.echo(f"configuration OK: channels {', '.join(config.channels)}; "
-                       f"sources {', '.join(config.sources) or '(none)'}; every directory writable")
+                       f"sources {', '.join(config.sources) or '(none)'}; sinks {', '.join(config.sinks) or '(none)'}; "
+                       "every directory writable, token variable set, TLS file and key readable, port free")
             return
         configure_logging((log_level or config.agent.log_level).upper(), config.agent.log_format)
         run_agent(config)

@@ -66,7 +66,8 @@ def test_the_generated_settings_load_from_the_directory(tmp_path: Path, monkeypa
     agent = load_agent_config(Path("conf/agent.toml"))
     assert list(agent.channels) == ["events"]
     assert load_landing_config(Path("conf/landing.toml")).root == (tmp_path / "var" / "landing").as_uri()
-    result = CliRunner().invoke(main, ["agent", "--conf", "conf/agent.toml", "--check"])
+    result = CliRunner().invoke(main, ["agent", "--conf", "conf/agent.toml", "--check"],  # ports probed: any free
+                                env={"INGEST_AGENT__GRPC__PORT": "0", "INGEST_AGENT__ADMIN__PORT": "0"})
     assert result.exit_code == 0, result.output
 
 

@@ -141,7 +141,9 @@ def test_a_state_dir_inside_a_channel_is_refused_before_anything_starts(tmp_path
 
 def test_cli_check_validates_without_starting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(main, ["agent", "--conf", str(_write(tmp_path, BASE)), "--check"])
+    # the default ports may be taken on a shared machine (--check probes them): ephemeral ones here
+    result = CliRunner().invoke(main, ["agent", "--conf", str(_write(tmp_path, BASE)), "--check"],
+                                env={"INGEST_AGENT__GRPC__PORT": "0", "INGEST_AGENT__ADMIN__PORT": "0"})
     assert result.exit_code == 0 and "configuration OK" in result.output
     assert not (tmp_path / "ch").exists()
 
