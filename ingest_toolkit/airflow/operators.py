@@ -27,6 +27,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from ..errors import ConfigError, IngestError
 from ..orchestrate import channel_checks, data_checks
 from ..orchestrate.curation import build_curated_partition, curated_metadata, hourly_windows
+from ..orchestrate.forwarding_checks import forward_sinks_reachable
 from ..orchestrate.landing import land, landing_lines, landing_metadata
 from ..orchestrate.log_presence import referenced_logs_intact
 from ..orchestrate.spark import task_spark
@@ -135,6 +136,8 @@ _RUN: dict[str, _Check] = {
         job.spec, job.settings, source=job.source()),
     "backlog_below_capacity": lambda job, _spark: channel_checks.backlog_below_capacity(
         job.spec, job.settings, source=job.source()),
+    "forward_sinks_reachable": lambda job, _spark: forward_sinks_reachable(job.spec, job.settings,
+                                                                          source=job.source()),
     "landed_reconciles": lambda job, spark: data_checks.landed_reconciles(job.spec, job.settings, job.landing,
                                                                           spark, token=job.token),
     "landed_no_duplicate_event_ids": lambda job, spark: data_checks.landed_no_duplicate_event_ids(

@@ -2,7 +2,9 @@
 
 Start order (everything that can fail on bad settings is checked before anything is opened):
 
-1. tokens and TLS files are loaded; the state directory is locked (one agent per state dir);
+1. the preflight (:mod:`.preflight`, what ``agent --check`` runs): directories writable, tokens
+   set, TLS files and channel keys readable, fixed ports free, exec programs found; then the
+   state directory is locked (one agent per state dir);
 2. every channel is opened (each locks its directories: a second agent gets ChannelLockedError);
 3. sources are built, each with its own pipeline (interceptors, selector) and state directory;
 4. the gRPC server starts, then the sources, then the admin endpoint;
@@ -33,7 +35,7 @@ from ..channel.lock import DirectoryLock
 from ..channel.tools.health import observe_channel
 from ..errors import ChannelLockedError, ConfigError, DiskSpaceError, IngestError
 from ..rpc.server import AgentService, RunningServer, start_server
-from ..security import SecuritySettings, load_token
+from ..security import load_token
 from ..settings import invalid_settings
 from .admin import AdminServer
 from .agent_metrics import AgentFacts, exposition, safe_stats, source_problem
@@ -42,7 +44,7 @@ from .errors import AgentLockedError
 from .interceptors import Interceptor, build_interceptors
 from .metrics import MetricsRegistry
 from .pipeline import Pipeline, PutResult
-from .preflight import directory_problems
+from .preflight import preflight_problems
 from .selectors import ReplicatingSelectorSettings, Selector, build_selector
 from .sinks import SinkGroup, build_sink_groups
 from .sources import Source, build_source
@@ -140,25 +142,13 @@ class Agent:
         self._write_ports_file()
 
     def _preflight(self) -> str | None:
-        """Load every token and read every TLS file now, and try every directory the agent writes: a
-        missing file or a read-only directory is a ConfigError before anything was opened or bound.
-        Returns the gRPC token."""
-        problems = directory_problems(self.config)
+        """Everything ``agent --check`` checks (:func:`.preflight.preflight_problems`: directories,
+        tokens, TLS files, channel keys, ports, exec programs), all problems in one ConfigError,
+        before anything was opened or bound. Returns the gRPC token."""
+        problems = preflight_problems(self.config)
         if problems:
             raise invalid_settings("agent configuration", problems, source=self.config.path)
-        agent = self.config.agent
-        checks = [("agent.security", agent.security), ("agent.admin.security", agent.admin.security)]
-        checks += [(f"sources.{name}.security", security) for name, settings in self.config.sources.items()
-                   if isinstance(security := getattr(settings, "security", None), SecuritySettings)]
-        tokens = {}
-        for key, security in checks:
-            tokens[key] = load_token(security, key=f"{key}.token_env")
-            if security.tls is not None:
-                try:
-                    security.tls.read()
-                except ConfigError as err:
-                    raise ConfigError(f"{key}.tls: {err}", key=f"{key}.tls") from None
-        return tokens["agent.security"]
+        return load_token(self.config.agent.security, key="agent.security.token_env")
 
     def stop(self) -> None:
         """Stop in the documented order; safe to call twice and after a failed start."""
@@ -246,7 +236,12 @@ class Agent:
 
         forwarded = {name: group_name for group_name, group in self.sink_groups.items()
                      for name, channel in self.channels.items() if channel is group.channel}
-        self.service = AgentService(self.channels, put, token=token, forwarded=forwarded,
+
+        def forwarding(channel: str) -> dict[str, Any] | None:
+            group = self.sink_groups.get(forwarded.get(channel, ""))
+            return group.forwarding() if group is not None else None
+
+        self.service = AgentService(self.channels, put, token=token, forwarded=forwarded, forwarding=forwarding,
                                     default_lease_seconds=grpc_settings.default_lease_seconds,
                                     max_lease_seconds=grpc_settings.max_lease_seconds,
                                     max_open_transactions=grpc_settings.max_open_transactions,

@@ -67,6 +67,14 @@ def sink_families(groups: Mapping[str, SinkGroup]) -> list[Family]:
     families.append(("ingest_sink_penalty_seconds", "gauge", "Seconds until a failed sink is tried again (0: ready).",
                      [Sample("ingest_sink_penalty_seconds", {"sink": s.name, "group": g},
                              float(stats[s.name]["penalty_seconds_left"])) for g, s in sinks]))
+    families.append(("ingest_sink_unreachable_seconds", "gauge", "Seconds the puts to a sink have gone unanswered "
+                     "(0: its last put was answered).",
+                     [Sample("ingest_sink_unreachable_seconds", {"sink": s.name, "group": g},
+                             float(stats[s.name]["unreachable_seconds"])) for g, s in sinks]))
+    families.append(("ingest_sink_unreachable", "gauge", "1 while a sink has gone unanswered for longer than its "
+                     "group's unreachable_after.",
+                     [Sample("ingest_sink_unreachable", {"sink": s.name, "group": g},
+                             float(s.unreachable_seconds() > groups[g].unreachable_after)) for g, s in sinks]))
     families.append(("ingest_sink_group_dropped_looping_total", "counter", "Events dropped because their hop "
                      "counter reached max_hops (a forwarding loop).",
                      [Sample("ingest_sink_group_dropped_looping_total", {"group": g},

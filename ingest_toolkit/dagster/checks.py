@@ -2,7 +2,7 @@
 
 On the channel asset: ``refcounts_match_recount``, ``referenced_logs_intact``,
 ``drained_logs_deleted``, ``checkpoint_fresh``, ``recovery_losses_acknowledged``,
-``backlog_below_capacity`` (WARN). On the landed
+``backlog_below_capacity`` (WARN), ``forward_sinks_reachable`` (WARN). On the landed
 table: ``landed_reconciles``, ``landed_no_duplicate_event_ids``. On the curated table:
 ``curated_no_duplicate_event_ids``. docs/runbook.md has a section per check (meaning, what to
 do); every result carries the severity the runbook gives the check and a link to its section.
@@ -19,6 +19,7 @@ import dagster as dg
 
 from ingest_toolkit.orchestrate import channel_checks as channel
 from ingest_toolkit.orchestrate import data_checks as data
+from ingest_toolkit.orchestrate.forwarding_checks import forward_sinks_reachable
 from ingest_toolkit.orchestrate.log_presence import referenced_logs_intact
 from ingest_toolkit.orchestrate.remote import AgentAccess, StateSource, state_source
 from ingest_toolkit.orchestrate.settings import ChannelSpec, OrchestrationSettings
@@ -79,7 +80,11 @@ def build_channel_checks(spec: ChannelSpec, settings: OrchestrationSettings,
     def backlog(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return asset_check_result(channel.backlog_below_capacity(spec, settings, source=source(context)))
 
-    return [refcounts, referenced, drained, fresh, incidents, backlog]
+    @_check(key, "forward_sinks_reachable", settings, landing_only)
+    def forwarding(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        return asset_check_result(forward_sinks_reachable(spec, settings, source=source(context)))
+
+    return [refcounts, referenced, drained, fresh, incidents, backlog, forwarding]
 
 
 def build_data_checks(spec: ChannelSpec, settings: OrchestrationSettings, keys: ResourceKeys | None = None,

@@ -15,7 +15,8 @@ or use a session.
   (:func:`state_source`; the checks judged from it are in :mod:`.agent_checks`);
 * :mod:`.backlog`: when to land (:func:`evaluate_landing`, :func:`decide`) and when to drain;
 * the checks, each returning a :class:`Verdict` (passed, severity, description, metadata,
-  runbook link): :mod:`.channel_checks`, :mod:`.log_presence` (channel health) and
+  runbook link): :mod:`.channel_checks`, :mod:`.log_presence` (channel health),
+  :mod:`.forwarding_checks` (the sinks that forward a channel answer) and
   :mod:`.data_checks` (reconciliation, duplicate event ids); the three segment checks judge one
   channel health document, computed here or served by the agent, in :mod:`.health_verdicts`;
   :data:`CHECKS` lists them with the severity and description docs/runbook.md gives each.
@@ -44,6 +45,7 @@ from .channel_checks import (
 )
 from .curation import CuratedResult, build_curated_partition, hour_of_landed_dir, hourly_windows
 from .data_checks import curated_no_duplicate_event_ids, landed_no_duplicate_event_ids, landed_reconciles
+from .forwarding_checks import forward_sinks_reachable
 from .landing import agent_status, agent_token, channel_route, land, landing_lines, landing_metadata
 from .log_presence import referenced_logs_intact
 from .remote import AgentAccess, AgentState, AgentUnreachable, LocalState, state_source
@@ -74,7 +76,8 @@ __all__ = ["CHECKS", "SEVERITIES", "AgentAccess", "AgentState", "AgentUnreachabl
            "SensorCursor", "Severity", "TextValue", "UrlValue", "Verdict", "agent_status", "agent_token",
            "backlog_below_capacity", "build_curated_partition", "channel_route", "channel_spec", "check_description",
            "checkpoint_fresh", "curated_no_duplicate_event_ids", "decide", "drain_decision", "drained_logs_deleted",
-           "evaluate_landing", "hour_of_landed_dir", "hourly_windows", "land", "landed_no_duplicate_event_ids",
+           "evaluate_landing", "forward_sinks_reachable",
+           "hour_of_landed_dir", "hourly_windows", "land", "landed_no_duplicate_event_ids",
            "landed_reconciles",
            "landing_lines", "landing_metadata", "load_channel_specs", "load_orchestration_settings",
            "missing_directory", "referenced_logs_intact", "refcounts_match_recount", "runbook_ref", "task_spark"]

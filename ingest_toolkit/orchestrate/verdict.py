@@ -100,6 +100,9 @@ CHECKS: dict[str, CheckInfo] = dict([
           "events in it) has been acknowledged by an operator ('ingest-toolkit channel acknowledge')."),
     _info("backlog_below_capacity", "channel", Severity.WARN,
           "Queued events stay below backlog_warn_fraction of capacity (warning)."),
+    _info("forward_sinks_reachable", "channel", Severity.WARN,
+          "Every sink of the sink group that forwards the channel to other agents answered within its group's "
+          "unreachable_after (judged from the agent's status; warning)."),
     _info("landed_reconciles", "landed", Severity.ERROR,
           "Events in the landing manifests == rows in the landed table (== takes committed by the channel when the "
           "landing is its only taker)."),

@@ -74,15 +74,18 @@ class AgentService(pb_grpc.AgentServicer):
     when the client asks for none, never more than ``max_lease_seconds``. ``observe``: see the
     module's Metrics paragraph. ``forwarded``: channels a sink group of the agent empties (channel
     -> group); a take from one of them is refused (ForwardedChannelError), as the group's
-    exactly-once needs it to be the channel's only consumer.
+    exactly-once needs it to be the channel's only consumer. ``forwarding``: the status of the sink
+    group that empties a channel (None: none does), served as the status's ``forwarding``.
     """
 
     def __init__(self, channels: Mapping[str, FileChannel], put_handler: PutHandler, *,
                  forwarded: Mapping[str, str] | None = None,
                  token: str | None = None, default_lease_seconds: float = 60.0,
                  max_lease_seconds: float = 3600.0, max_open_transactions: int = 48,
-                 chunk_bytes: int = CHUNK_BYTES, observe: Observer | None = None) -> None:
+                 chunk_bytes: int = CHUNK_BYTES, observe: Observer | None = None,
+                 forwarding: Callable[[str], dict[str, Any] | None] | None = None) -> None:
         self._forwarded = dict(forwarded or {})  # channel -> the sink group that empties it
+        self._forwarding = forwarding
         self._channels, self._put_handler, self._token = channels, put_handler, token
         self._observe = observe
         self.leases = LeaseTable(default_lease=default_lease_seconds, max_lease=max_lease_seconds)
@@ -147,7 +150,8 @@ class AgentService(pb_grpc.AgentServicer):
         ``checkpoint_meta``: every field of the file), the segment health the channel checks judge
         (``segments``: reference recount, drained logs, missing or cut segments; see
         :func:`~ingest_toolkit.channel.tools.health.channel_health`), the live counters, and the
-        remote transactions."""
+        remote transactions; for a channel a sink group empties, ``forwarding`` (its sinks and how
+        long each has gone unanswered)."""
         channel = self._channel(name)
         try:
             info = read_checkpoint_meta(channel.config.checkpoint_dir)
@@ -162,9 +166,11 @@ class AgentService(pb_grpc.AgentServicer):
         live = channel.stats()
         live["log_files"] = {str(k): v for k, v in live["log_files"].items()}
         observed = observe_channel(channel.config.checkpoint_dir, channel.config.data_dirs)
+        forwarding = self._forwarding(name) if self._forwarding is not None else None
         return {"channel": name, "channel_id": channel.channel_id.hex(), "queue_size": len(channel),
                 "checkpoint": checkpoint, "live": live, "remote_transactions": self.leases.stats(),
-                **observed, **({"checkpoint_error": problem} if problem else {})}
+                **observed, **({"checkpoint_error": problem} if problem else {}),
+                **({"forwarding": forwarding} if forwarding is not None else {})}
 
     # -- Transaction ----------------------------------------------------------------------
     def Transaction(self, requests: Iterator[pb.TxnRequest | InvalidRequestError],  # noqa: N802

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.integration
 
 CHANNEL_CHECKS = ["refcounts_match_recount", "referenced_logs_intact", "drained_logs_deleted", "checkpoint_fresh",
-                  "recovery_losses_acknowledged", "backlog_below_capacity"]
+                  "recovery_losses_acknowledged", "backlog_below_capacity", "forward_sinks_reachable"]
 LANDED_CHECKS = ["landed_reconciles", "landed_no_duplicate_event_ids"]
 T08 = hour_ms("2026-11-20T08:00:00+00:00")
 

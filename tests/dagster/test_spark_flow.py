@@ -118,8 +118,9 @@ def test_land_backfill_curated_and_check(tmp_path: Path, spark: SparkSession) ->
         assert {name: e.passed for name, e in checks.items()} == {
             "refcounts_match_recount": True, "referenced_logs_intact": True, "drained_logs_deleted": True,
             "checkpoint_fresh": True, "recovery_losses_acknowledged": True,
-            "backlog_below_capacity": True, "landed_reconciles": True, "landed_no_duplicate_event_ids": True,
-            "curated_no_duplicate_event_ids": True}, {n: e.description for n, e in checks.items()}
+            "backlog_below_capacity": True, "forward_sinks_reachable": True, "landed_reconciles": True,
+            "landed_no_duplicate_event_ids": True, "curated_no_duplicate_event_ids": True}, {
+            n: e.description for n, e in checks.items()}
         assert checks["landed_reconciles"].metadata["takes_committed"].value == 250
 
         # Another consumer takes from the channel: takes_committed no longer equals the manifests.

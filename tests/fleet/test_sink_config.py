@@ -29,6 +29,10 @@ B = forward_sink("b", "127.0.0.1:2")
     (forward_sink("a", "127.0.0.1:1", extra="pipeline = 0\n"), "sinks.a.pipeline", "must be > 0"),
     (A + '[sink_groups.g]\nsinks = ["a"]\npriorities = { b = 1 }\n', "sink_groups.g", "not in this group"),
     (forward_sink("a", "127.0.0.1:1", extra='tls_cert = "c.pem"\n'), "sinks.a", "tls_cert and tls_key"),
+    (forward_sink("a", "127.0.0.1:0"), "sinks.a.address", "a forward target needs a fixed address"),
+    (forward_sink("a", "aggregator-1.example"), "sinks.a.address", "not host:port with a fixed port"),
+    (A + '[sink_groups.g]\nsinks = ["a"]\nunreachable_after = 0\n', "sink_groups.g.unreachable_after",
+     "greater than 0"),
 ])
 def test_sink_settings_are_checked(tmp_path: Path, extra: str, key: str, message: str) -> None:
     setup = FleetSetup(tmp_path, extra=extra)

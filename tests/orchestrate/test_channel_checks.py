@@ -19,8 +19,9 @@ from ingest_toolkit.orchestrate.channel_checks import (
     recovery_losses_acknowledged,
     refcounts_match_recount,
 )
+from ingest_toolkit.orchestrate.forwarding_checks import forward_sinks_reachable
 from ingest_toolkit.orchestrate.log_presence import referenced_logs_intact
-from ingest_toolkit.orchestrate.verdict import Severity
+from ingest_toolkit.orchestrate.verdict import SEVERITIES, Severity
 
 from .helpers import Setup, events_at, fill, make_setup
 
@@ -262,7 +263,7 @@ def test_a_stopped_channel_names_no_holder(tmp_path: Path) -> None:
 # -- a channel whose directory does not exist ---------------------------------------------
 
 CHANNEL_CHECKS = (refcounts_match_recount, referenced_logs_intact, drained_logs_deleted, checkpoint_fresh,
-                  recovery_losses_acknowledged, backlog_below_capacity)
+                  recovery_losses_acknowledged, backlog_below_capacity, forward_sinks_reachable)
 
 
 def test_every_channel_check_fails_naming_a_missing_channel_directory(tmp_path: Path) -> None:
@@ -302,7 +303,9 @@ def test_verdicts_are_plain_values(tmp_path: Path) -> None:
     for check in CHANNEL_CHECKS:
         verdict = check(setup.spec, setup.settings)
         assert verdict.passed, (check.__name__, verdict.description)
-        assert verdict.severity == (Severity.WARN if check is backlog_below_capacity else Severity.ERROR)
+        assert verdict.severity == SEVERITIES[verdict.check]
+        assert verdict.severity == (Severity.WARN if check in (backlog_below_capacity, forward_sinks_reachable)
+                                    else Severity.ERROR)
         assert json.loads(json.dumps(verdict.metadata))["runbook"] == verdict.runbook
 
 

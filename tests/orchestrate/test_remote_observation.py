@@ -14,6 +14,7 @@ from ingest_toolkit.channel import Event
 from ingest_toolkit.errors import ConfigError
 from ingest_toolkit.orchestrate import channel_checks
 from ingest_toolkit.orchestrate.backlog import drain_decision, evaluate_landing
+from ingest_toolkit.orchestrate.forwarding_checks import forward_sinks_reachable
 from ingest_toolkit.orchestrate.log_presence import referenced_logs_intact
 from ingest_toolkit.orchestrate.remote import AgentAccess, AgentState, LocalState, StateSource, state_source
 from ingest_toolkit.orchestrate.settings import ChannelSpec, OrchestrationSettings, remote_channel_spec
@@ -32,6 +33,7 @@ CHECKS = {
     "checkpoint_fresh": channel_checks.checkpoint_fresh,
     "recovery_losses_acknowledged": channel_checks.recovery_losses_acknowledged,
     "backlog_below_capacity": channel_checks.backlog_below_capacity,
+    "forward_sinks_reachable": forward_sinks_reachable,
 }
 
 

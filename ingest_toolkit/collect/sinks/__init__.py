@@ -45,7 +45,8 @@ def build_sink_groups(sinks: Mapping[str, ForwardSinkSettings], groups: Mapping[
             channel = channels[sinks[group.sinks[0]].channel]
             built[name] = SinkGroup(name, channel, members, processor, state_dir / name,
                                     min_penalty=group.min_penalty, max_penalty=group.max_penalty,
-                                    release_in_doubt_after=group.release_in_doubt_after)
+                                    release_in_doubt_after=group.release_in_doubt_after,
+                                    unreachable_after=group.unreachable_after)
     except BaseException:
         for group_built in built.values():
             group_built.stop(0)

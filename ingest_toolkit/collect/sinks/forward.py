@@ -183,6 +183,7 @@ class Downstream:
                                   tls_names=names, channel_options=RECONNECT_OPTIONS)
         self.failures = 0  # consecutive; 0 after a success
         self.available_at = 0.0  # time.monotonic() when the penalty ends
+        self.unreachable_since: float | None = None  # time.monotonic() of the first put it did not answer
         self._lock = threading.Lock()
         self._counts = {"batches": 0, "events": 0, "duplicate_batches": 0, "failures": 0, "in_doubt_failures": 0}
         self._ack = Histogram()
@@ -244,13 +245,24 @@ class Downstream:
             self._counts["duplicate_batches"] += int(duplicate)
             self._ack.observe(seconds)
         self.failures = 0
+        self.unreachable_since = None
 
-    def failed(self, err: IngestError, in_doubt: bool) -> None:
+    def failed(self, err: IngestError, in_doubt: bool, answered: bool = False) -> None:
+        """Count a failed put; ``answered``: the downstream agent itself refused it (it is reachable)."""
         with self._lock:
             self._counts["failures"] += 1
             self._counts["in_doubt_failures"] += int(in_doubt)
         self.failures += 1
         self.last_error = f"{type(err).__name__}: {err}"
+        if answered:
+            self.unreachable_since = None
+        elif self.unreachable_since is None:
+            self.unreachable_since = time.monotonic()
+
+    def unreachable_seconds(self) -> float:
+        """How long the puts to this sink have gone unanswered (0: its last put was answered)."""
+        since = self.unreachable_since
+        return 0.0 if since is None else time.monotonic() - since
 
     def ack_histogram(self) -> Histogram:
         with self._lock:
@@ -263,7 +275,7 @@ class Downstream:
         wait = max(0.0, self.available_at - time.monotonic())
         return {**counts, "address": self.settings.address, "ack_seconds_mean": round(ack, 6),
                 "consecutive_failures": self.failures, "penalty_seconds_left": round(wait, 3),
-                "last_error": self.last_error}
+                "unreachable_seconds": round(self.unreachable_seconds(), 1), "last_error": self.last_error}
 
     def close(self) -> None:
         if self._pool is not None:

@@ -126,13 +126,13 @@ class SinkGroup:
 
     def __init__(self, name: str, channel: FileChannel, sinks: list[Downstream], processor: Processor,
                  state_dir: Path, *, min_penalty: float, max_penalty: float,
-                 release_in_doubt_after: float = 0.0) -> None:
+                 release_in_doubt_after: float = 0.0, unreachable_after: float = 120.0) -> None:
         first = sinks[0].settings
         self.name, self.channel, self.sinks, self.processor = name, channel, sinks, processor
         self.batch_size, self.linger, self.pipeline = first.batch_size, first.linger, first.pipeline
         self.hop_header, self.max_hops = first.hop_header, first.max_hops
         self.min_penalty, self.max_penalty = min_penalty, max_penalty
-        self.release_in_doubt_after = release_in_doubt_after
+        self.release_in_doubt_after, self.unreachable_after = release_in_doubt_after, unreachable_after
         self._by_name = {sink.name: sink for sink in sinks}
         self._records = Records(state_dir, name)
         self.slots = [_Slot(record, recorded=True) for record in self._records.load()]  # take order
@@ -182,7 +182,22 @@ class SinkGroup:
         return {**counts, "running": self.running, "processor": self.processor.kind,
                 "channel": self.channel_name, "pipeline": self.pipeline,
                 "inflight": records[0] if records else None, "inflight_batches": records,
-                "waiting_in_doubt": waiting, "sinks": {sink.name: sink.stats() for sink in self.sinks}}
+                "waiting_in_doubt": waiting, "unreachable_after": self.unreachable_after,
+                "unreachable": self.unreachable(), "sinks": {sink.name: sink.stats() for sink in self.sinks}}
+
+    def unreachable(self) -> list[str]:
+        """The sinks whose puts have gone unanswered for longer than ``unreachable_after``."""
+        return [sink.name for sink in self.sinks if sink.unreachable_seconds() > self.unreachable_after]
+
+    def forwarding(self) -> dict[str, Any]:
+        """What the agent's gRPC status says about the forwarding of this group's channel (the
+        ``forward_sinks_reachable`` check judges it): the sinks, their addresses and how long each
+        has gone unanswered."""
+        sinks = {sink.name: {"address": sink.settings.address, "last_error": sink.last_error,
+                             "unreachable_seconds": round(sink.unreachable_seconds(), 1)} for sink in self.sinks}
+        waiting = sum(1 for slot in list(self.slots) if slot.waiting and slot.record.in_doubt is not None)
+        return {"group": self.name, "unreachable_after": self.unreachable_after, "unreachable": self.unreachable(),
+                "waiting_in_doubt": waiting, "sinks": sinks}
 
     @property
     def channel_name(self) -> str:
@@ -472,7 +487,7 @@ class SinkGroup:
         be stored there, else free for any sink."""
         record, err = slot.record, outcome.error
         assert err is not None
-        sink.failed(err, outcome.in_doubt)
+        sink.failed(err, outcome.in_doubt, outcome.answered)
         if outcome.in_doubt and not record.maybe_stored:
             record.maybe_stored = True  # durable: a restart keeps the batch with this sink
             self._records.write(record)

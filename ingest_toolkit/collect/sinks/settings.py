@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = ["DEFAULT_HOP_HEADER", "ForwardSinkSettings", "SinkGroupSettings"]
 
@@ -43,6 +43,17 @@ class ForwardSinkSettings(BaseModel):
     hop_header: str = Field(default=DEFAULT_HOP_HEADER, min_length=1)
     max_hops: int = Field(default=8, ge=1)  # an event already forwarded this often is dropped (a loop)
 
+    @field_validator("address")
+    @classmethod
+    def _fixed_address(cls, address: str) -> str:
+        """``host:port`` with a port from 1 to 65535: a forward target needs a fixed address (an agent
+        on port 0 listens somewhere else after every restart, and the edge would forward into the void)."""
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{address!r} is not host:port with a fixed port (1 to 65535): a forward target needs "
+                             "a fixed address; give the downstream agent a fixed [agent.grpc] port, never 0")
+        return address
+
     @model_validator(mode="after")
     def _pair(self) -> ForwardSinkSettings:
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -63,6 +74,9 @@ class SinkGroupSettings(BaseModel):
     # seconds a batch whose put failed in doubt stays pinned to that sink before any sink may take
     # it (it may then be stored twice: once where it was in doubt); 0: pinned until that sink answers
     release_in_doubt_after: float = Field(default=0.0, ge=0)
+    # seconds a sink may fail to be reached (no answer to any put) before the edge's status, its
+    # metrics and the forward_sinks_reachable check name it unreachable
+    unreachable_after: float = Field(default=120.0, gt=0)
 
     @model_validator(mode="after")
     def _check(self) -> SinkGroupSettings:
