@@ -75,6 +75,10 @@ def sink_families(groups: Mapping[str, SinkGroup]) -> list[Family]:
                      "group's unreachable_after.",
                      [Sample("ingest_sink_unreachable", {"sink": s.name, "group": g},
                              float(s.unreachable_seconds() > groups[g].unreachable_after)) for g, s in sinks]))
+    families.append(("ingest_sink_group_unforwarded_events", "gauge", "Events of the group's channel not yet "
+                     "acknowledged downstream: queued, or in batches taken and not committed (0: all forwarded).",
+                     [Sample("ingest_sink_group_unforwarded_events", {"group": g}, float(group.unforwarded_events()))
+                      for g, group in groups.items()]))
     families.append(("ingest_sink_group_dropped_looping_total", "counter", "Events dropped because their hop "
                      "counter reached max_hops (a forwarding loop).",
                      [Sample("ingest_sink_group_dropped_looping_total", {"group": g},

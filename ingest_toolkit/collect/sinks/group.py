@@ -182,8 +182,15 @@ class SinkGroup:
         return {**counts, "running": self.running, "processor": self.processor.kind,
                 "channel": self.channel_name, "pipeline": self.pipeline,
                 "inflight": records[0] if records else None, "inflight_batches": records,
-                "waiting_in_doubt": waiting, "unreachable_after": self.unreachable_after,
+                "waiting_in_doubt": waiting, "unforwarded_events": self.unforwarded_events(),
+                "unreachable_after": self.unreachable_after,
                 "unreachable": self.unreachable(), "sinks": {sink.name: sink.stats() for sink in self.sinks}}
+
+    def unforwarded_events(self) -> int:
+        """Events of the channel not yet acknowledged downstream: queued, or in a batch taken and
+        not committed (in flight, or waiting for a sink). 0: everything put so far was forwarded."""
+        taken = [slot for slot in list(self.slots) if slot.tx is not None and not slot.committed]  # else: queued
+        return len(self.channel) + sum(slot.record.count for slot in taken)
 
     def unreachable(self) -> list[str]:
         """The sinks whose puts have gone unanswered for longer than ``unreachable_after``."""
