@@ -186,5 +186,5 @@ def _dagster_day(address: str, agent_pid: int, live: Path) -> None:
             assert curate.execute_in_process(instance=instance, partition_key=key).success
         checks = defs.resolve_job_def(checks_job_name("events")).execute_in_process(
             instance=instance, raise_on_error=False).get_asset_check_evaluations()
-        assert len(checks) == 8 and all(c.passed for c in checks), [(c.check_name, c.description) for c in checks
+        assert len(checks) == 9 and all(c.passed for c in checks), [(c.check_name, c.description) for c in checks
                                                                     if not c.passed]

@@ -38,6 +38,10 @@ def test_repository_definitions_load() -> None:
     assert {"events_channel", "events_landed", "events_curated"} <= keys
     assert {s.name for s in defs.sensors or []} >= {"landing_sensor_events", "curated_sensor_events",
                                                     "channel_observer_events"}
+    # the fleet of conf/edge.toml: one instance per aggregator, landing into one table, curated once
+    assert {"agg_a_events_channel", "agg_a_events_landed", "agg_a_events_curated", "agg_b_events_channel",
+            "agg_b_events_landed"} <= keys and "agg_b_events_curated" not in keys
+    assert {s.name for s in defs.sensors or []} >= {"landing_sensor_agg_a_events", "landing_sensor_agg_b_events"}
 
 
 def test_one_set_of_definitions_per_channel(tmp_path: Path) -> None:
