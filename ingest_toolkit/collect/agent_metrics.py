@@ -46,7 +46,7 @@ _SINK_COUNTERS = (
     ("batches", "Batches the downstream agent acknowledged (duplicates included)."),
     ("events", "Events the downstream agent acknowledged (stored by this put, or by one whose ack was lost)."),
     ("duplicate_batches", "Batches the downstream agent already held (a redelivery after a lost ack)."),
-    ("failures", "Failed puts (each rolled back locally and retried)."),
+    ("failures", "Failed puts (the batch keeps its take and is put again, the same events under the same id)."),
     ("in_doubt_failures", "Failed puts that may have been stored: retried on the same sink only."),
 )
 

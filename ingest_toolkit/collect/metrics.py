@@ -21,7 +21,8 @@ channel's lock. Metric families::
     ingest_sink_batches_total / _events_total / _duplicate_batches_total             {sink,group}
     ingest_sink_failures_total / _in_doubt_failures_total                            {sink,group}
     ingest_sink_ack_seconds (histogram) / ingest_sink_penalty_seconds (gauge)        {sink,group}
-    ingest_sink_group_dropped_looping_total                                               {group}
+    ingest_sink_unreachable_seconds / ingest_sink_unreachable (gauges)                {sink,group}
+    ingest_sink_group_unforwarded_events (gauge) / _dropped_looping_total                 {group}
 
 A pipeline is one source (named like it) or ``grpc`` for remote puts.
 """
