@@ -212,11 +212,11 @@ def test_an_edge_killed_with_several_batches_in_flight_resends_each_under_its_re
 @pytest.mark.parametrize("size", [5, 300])  # below and above the vectorized take's shortest run
 def test_the_sink_take_gives_the_events_of_take_columns(tmp_path: Path, size: int, arrow: bool,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from ingest_toolkit.collect.sinks import group as group_module
-    from ingest_toolkit.collect.sinks.group import take_batch
+    from ingest_toolkit.collect.sinks import take as take_module
+    from ingest_toolkit.collect.sinks.take import take_batch
 
     if not arrow:
-        monkeypatch.setattr(group_module, "_arrow_available", lambda: False)
+        monkeypatch.setattr(take_module, "arrow_available", lambda: False)
     channel = edge_channel(tmp_path / "edge")
     events = [Event(f"t{i}".encode() * (i % 7), {} if i % 3 else {"ingest.hops": str(i % 4), "k": f"v{i}"})
               for i in range(size)]

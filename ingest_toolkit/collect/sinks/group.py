@@ -31,7 +31,6 @@ times a put running in one of the group's put threads. The rules that keep every
 
 from __future__ import annotations
 
-import functools
 import logging
 import random
 import threading
@@ -45,52 +44,13 @@ from ...channel import EventColumns, FileChannel, Transaction, TxnState
 from .forward import Downstream, Outcome, add_hop, forward_batch_id
 from .inflight import InFlight, Records
 from .processors import Processor
+from .take import arrow_available, take_batch
 
-__all__ = ["SinkGroup"]
+__all__ = ["SinkGroup", "take_batch"]
 
 log = logging.getLogger("ingest_toolkit.collect.sinks")
 
 IDLE_POLL = 0.01  # seconds between looks at an empty channel
-
-
-def take_batch(tx: Transaction, n: int) -> EventColumns:
-    """``tx.take_columns(n)``: the same events, in half the time for batches of hundreds of events
-    when Arrow is installed (the ``spark`` extra): the vectorized take (``take_arrow``, no Python
-    object per event), then one list per column. The core install takes with ``take_columns``."""
-    if not _arrow_available():
-        return tx.take_columns(n)
-    arrow = tx.take_arrow(n)
-    bodies: list[bytes] = []
-    seqs: list[int] = []
-    for chunk in arrow.bodies.chunks:
-        bodies += chunk.to_pylist()
-    for chunk in arrow.seqs.chunks:
-        seqs += chunk.to_numpy().tolist()
-    if not arrow.has_headers():
-        return EventColumns(bodies, seqs)
-    counts: list[int] = []
-    keys: list[str] = []
-    values: list[str] = []
-    for chunk in arrow.headers.chunks:  # map<string, string>: offsets into its flattened keys and items
-        offsets = chunk.offsets.to_pylist()
-        counts += [end - start for start, end in zip(offsets, offsets[1:], strict=False)]
-        keys += chunk.keys[offsets[0]:offsets[-1]].to_pylist()
-        values += chunk.items[offsets[0]:offsets[-1]].to_pylist()
-    return EventColumns(bodies, seqs, counts, keys, values)
-
-
-@functools.cache
-def _arrow_available() -> bool:
-    """Whether the Arrow take can be used; the first call imports and warms up Arrow (about a
-    second), which the group does when it is built, not on its first batch."""
-    try:
-        import pyarrow as pa
-
-        from ...channel import columnar  # noqa: F401  (numpy, and the vectorized reader)
-    except ImportError:
-        return False
-    pa.array([b"x"]).take(pa.array([0]))  # Arrow's compute functions register on their first use
-    return True
 
 
 @dataclass(eq=False)
@@ -138,7 +98,7 @@ class SinkGroup:
         self.slots = [_Slot(record, recorded=True) for record in self._records.load()]  # take order
         self._next_take = max((s.record.take for s in self.slots), default=-1) + 1
         self._puts = ThreadPoolExecutor(self.pipeline, thread_name_prefix=f"sink-group-{name}")
-        _arrow_available()
+        arrow_available()  # warms Arrow up now, not on the first batch
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._first_seen: float | None = None
