@@ -243,7 +243,7 @@ class SinkGroup:
     def _open_sinks(self, exclude: str | None = None) -> list[Downstream]:
         """The sinks that may take a batch not pinned anywhere: those holding no batch in doubt
         (that batch is resolved first), the one a released batch came from last."""
-        holding = {s.record.in_doubt for s in self.slots if s.waiting and s.record.in_doubt is not None}
+        holding = {s.record.in_doubt for s in self.slots if s.record.maybe_stored and not s.committed}
         open_sinks = [sink for sink in self.sinks if sink.name not in holding]
         return [sink for sink in open_sinks if sink.name != exclude] or open_sinks
 
