@@ -46,7 +46,7 @@ def remote_forward_sinks_reachable(spec: ChannelSpec, settings: OrchestrationSet
 def _judge(spec: ChannelSpec, settings: OrchestrationSettings, forwarding: dict[str, Any],
            where: dict[str, Any]) -> Verdict:
     limit, sinks = float(forwarding["unreachable_after"]), forwarding["sinks"]
-    late = {name: sink for name, sink in sinks.items() if float(sink["unreachable_seconds"]) > limit}
+    late = {name: sinks[name] for name in forwarding["unreachable"]}  # judged by the agent, at its clock
     metadata = {**where, "group": forwarding["group"], "unreachable_after_seconds": limit,
                 "unreachable": sorted(late), "waiting_in_doubt": forwarding.get("waiting_in_doubt", 0),
                 "sinks": {name: {"address": sink["address"], "unreachable_seconds": sink["unreachable_seconds"]}
