@@ -230,12 +230,13 @@ def one_killed(root: Path, args: argparse.Namespace, repeat: int) -> tuple[float
         time.sleep(0.2)
         agg_a.kill()
         killed, before = time.perf_counter(), queued(agg_b.address)
-        while True:
+        while time.perf_counter() - killed < args.pair_timeout:
             status = edge.group_status("g")
             if queued(edge.address) == 0 and all(r["in_doubt"] == "a" for r in status["inflight_batches"]):
                 break
             time.sleep(0.02)
         rate = (queued(agg_b.address) - before) / (time.perf_counter() - killed)
+        late = time.perf_counter() - killed >= args.pair_timeout
         in_doubt = len(status["inflight_batches"])
         agg_a = AgentProc(root / f"pair-a-{repeat}", "a", port=port_a)  # back: the batches in doubt are asked about
         deadline = time.monotonic() + 120
@@ -243,7 +244,8 @@ def one_killed(root: Path, args: argparse.Namespace, repeat: int) -> tuple[float
             time.sleep(0.05)
         held = queued(agg_a.address) + queued(agg_b.address)
         check = (f"{in_doubt} batches in doubt resolved at a; a + b hold {held:,} of {args.events:,} events"
-                 + ("" if held == args.events else " (MISMATCH)"))
+                 + ("" if held == args.events else " (MISMATCH)")
+                 + (f"; b had not received the rest after {args.pair_timeout:.0f} s (rate so far)" if late else ""))
     finally:
         edge.stop()
         agg_b.stop()
@@ -317,6 +319,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-pair", action="store_true", help="skip case 4 (one of two aggregators killed)")
     parser.add_argument("--no-latency", action="store_true", help="skip the latency run")
+    parser.add_argument("--pair-timeout", type=float, default=300.0,
+                        help="case 4 stops waiting for the live aggregator after this many seconds")
     args = parser.parse_args()
     global PARALLEL, PIPELINE
     PARALLEL, PIPELINE = args.parallel, args.pipeline
