@@ -351,7 +351,8 @@ def main() -> None:
                 pair.append((healthy, rate))
                 print(f"  repeat {repeat + 1}: failover pair, one aggregator killed mid-put: into b {rate:,.0f} "
                       f"events/s (x{rate / rows[repeat][2]:.2f} of forwarding alone into one aggregator, "
-                      f"{rows[repeat][2]:,.0f}); into a before the kill {healthy:,.0f}; {check}")
+                      f"{rows[repeat][2]:,.0f}); into a before the kill (from the edge's start) {healthy:,.0f}; "
+                      f"{check}")
             rate = statistics.median(p[1] for p in pair)
             ratio = statistics.median(p[1] / r[2] for p, r in zip(pair, rows, strict=True))
             print(f"one of two aggregators killed (median): single aggregator {med[2]:,.0f} events/s, the live "
