@@ -233,9 +233,11 @@ class Pair:
         return AgentProc(self.root / f"{self.name}-a", "a", port=self.ports[0])
 
     def forwarded(self, pinned_to: str | None = None) -> bool:
-        """Nothing left at the edge but batches pinned to ``pinned_to`` (in doubt there)."""
-        batches = self.edge.group_status("g")["inflight_batches"]
-        return queued(self.edge.address) == 0 and all(r["in_doubt"] == pinned_to for r in batches)
+        """Nothing left at the edge but batches pinned to ``pinned_to`` (in doubt there). The queue
+        first: a batch taken after that read is among the batches read next."""
+        if queued(self.edge.address):
+            return False
+        return all(r["in_doubt"] == pinned_to for r in self.edge.group_status("g")["inflight_batches"])
 
     def stop(self) -> None:
         for agent in (self.edge, self.b, self.a):

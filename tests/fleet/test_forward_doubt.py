@@ -138,6 +138,7 @@ def test_the_live_sink_keeps_forwarding_while_a_batch_waits_for_its_dead_sink(tm
     assert doubtful == downstream.ids("primary")[0] and doubtful not in downstream.ids("secondary")
     assert len(downstream.ids("secondary")) == 19  # the other 190 events, at once
     assert group.stats()["waiting_in_doubt"] == [doubtful]
+    assert group.stats()["unforwarded_events"] == 10  # its events, held aside: not yet acknowledged
     assert group.sinks[0].stats()["penalty_seconds_left"] > 10  # still set aside
 
     downstream.primary_up = True  # the primary is back: its penalty ends, it is asked again
@@ -146,6 +147,7 @@ def test_the_live_sink_keeps_forwarding_while_a_batch_waits_for_its_dead_sink(tm
     assert downstream.ids("primary")[-1] == doubtful
     assert doubtful not in downstream.ids("secondary")
     assert group.sinks[0].stats()["duplicate_batches"] == 1  # it had stored it before the lost ack
+    assert group.stats()["unforwarded_events"] == 0
     assert sorted(_held(agg)) == expected
     assert not list((tmp_path / "state").glob("inflight*"))
     channel.close()
