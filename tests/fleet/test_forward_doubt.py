@@ -346,3 +346,38 @@ def test_a_batch_in_doubt_at_an_aggregator_that_stays_down_is_released_under_its
     at_b = sorted(e.body.decode() for e in drain(b.channel_settings()) if not e.body.startswith(b"before"))
     assert at_b == sorted([f"x{i}" for i in range(50)] + [f"y{i}" for i in range(50)])
     assert all(e.body.startswith(b"before") for e in drain(a.channel_settings()))  # a stored nothing of x
+
+
+def test_a_single_sink_holding_a_batch_in_doubt_still_gets_it_and_then_the_others(tmp_path: Path,
+                                                                                  aggregator: Any) -> None:
+    """One sink, two batches in flight: the older refused for certain (free to go anywhere, but the
+    only sink holds a batch in doubt, so it waits), the newer in doubt there (pinned). The pinned one
+    must still be put when the sink's penalty ends: stopping the search at the older, free batch
+    made the group wait forever (found by bench/forwarding.py: a batch of two parallel parts, one
+    stored and one refused, behind a refused one)."""
+    agg_setup, agg = aggregator
+    channel = edge_channel(tmp_path / "edge")
+    expected = [f"s{i:02d}" for i in range(30)]
+    _put(channel, expected)
+    sink = Downstream("only", ForwardSinkSettings(type="forward", channel="events", address=agg_setup.address,
+                                                   downstream_channel="events", batch_size=10, linger=0, timeout=5,
+                                                   pipeline=2))
+    group = SinkGroup("g", channel, [sink], Failover({}, ["only"]), tmp_path / "state", min_penalty=0.05,
+                      max_penalty=0.1)
+    real, calls, second = sink.put, [], threading.Event()
+
+    def put(columns: EventColumns, batch_id: str) -> Any:
+        calls.append(batch_id)
+        if len(calls) == 1:
+            assert second.wait(10), "the second batch was not put while the first was in flight"
+            raise _REFUSED  # certain: free to go anywhere
+        if len(calls) == 2:
+            second.set()
+            raise _TIMEOUT  # in doubt: pinned to the only sink, which then takes nothing new
+        return real(columns, batch_id)
+
+    sink.put = put  # type: ignore[method-assign]
+    _step_until(group, lambda: not len(channel) and not group.slots, 10, "every batch forwarded")
+    assert calls[2] == calls[1]  # the batch in doubt went first when the sink was back
+    assert sorted(_held(agg)) == expected
+    channel.close()

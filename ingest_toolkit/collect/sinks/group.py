@@ -219,16 +219,17 @@ class SinkGroup:
             return 0.0
         if len(self._in_flight()) >= self.pipeline:
             return 0.0  # the step waits for a put to end
-        pause = 1.0
-        for slot in [s for s in self.slots if s.waiting]:
+        pause, unpinned_waits = 1.0, False
+        for slot in [s for s in self.slots if s.waiting]:  # oldest first; each may go where its record allows
             sink, wait_for = self._sink_for(slot)
             if sink is not None:
                 self._send(slot, sink)
                 return 0.0
-            if slot.record.in_doubt is None:
-                return _clamp(wait_for)  # a batch any sink may take goes before anything new
-            pause = min(pause, wait_for)  # pinned to a sink set aside: newer batches go on meanwhile
-        return self._take_new(pause)
+            pause = min(pause, wait_for)
+            unpinned_waits = unpinned_waits or slot.record.in_doubt is None
+        if unpinned_waits:  # a batch any sink may take goes before anything new
+            return _clamp(pause)
+        return self._take_new(pause)  # only pinned batches wait, for sinks set aside: newer ones go on
 
     def _sink_for(self, slot: _Slot) -> tuple[Downstream | None, float]:
         """The sink a waiting batch goes to now, or None and the seconds until one may be ready: its
