@@ -26,9 +26,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
 from .config import LandingConfig
-from .landing import LandingResult, before_take, land_once, recover_channel_dir
+from .landing import LandingResult, before_take, land_once
 from .source import TakeSource
-from .storage import open_storage
+from .tables import open_landed
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["land_until_empty"]
 
 
-def land_until_empty(source: TakeSource, config: LandingConfig, spark: SparkSession, *,
+def land_until_empty(source: TakeSource, config: LandingConfig, spark: SparkSession | None, *,
                      max_runs: int | None = None, overlap: bool = True) -> list[LandingResult]:
     """Run landing batches until the committed backlog is zero (module docstring), or ``max_runs``
     batches ran. Nothing is taken when the channel is empty at the start.
@@ -100,14 +100,12 @@ class _Progress:
             self.stalled += 1
 
 
-def _recover(channel: str, config: LandingConfig, spark: SparkSession) -> None:
+def _recover(channel: str, config: LandingConfig, spark: SparkSession | None) -> None:
     """Recovery of earlier runs, once for the whole drain; it fails as a run's own recovery does."""
-    store = open_storage(config.root, config.storage, spark)
-    before_take(channel, "recovering earlier runs",
-                lambda: recover_channel_dir(store, channel, config.staging_grace_seconds), config.root)
+    before_take(channel, "recovering earlier runs", lambda: open_landed(config, channel, spark).recover(), config.root)
 
 
-def _sequential(source: TakeSource, config: LandingConfig, spark: SparkSession,
+def _sequential(source: TakeSource, config: LandingConfig, spark: SparkSession | None,
                 progress: _Progress) -> list[LandingResult]:
     results: list[LandingResult] = []
     while progress.more():

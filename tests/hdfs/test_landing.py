@@ -19,7 +19,7 @@ import pytest
 from ingest_toolkit.channel import FileChannel
 from ingest_toolkit.land import InProcessSource, LandingError, land_once
 from ingest_toolkit.land.errors import CommitConflict
-from ingest_toolkit.land.faults import PHASES
+from ingest_toolkit.land.faults import PARQUET_PHASES as PHASES
 from ingest_toolkit.land.manifest import ManifestLog
 
 from ..land.helpers import assert_landed_exactly_once, channel_settings, landing_config, make_events, put_events

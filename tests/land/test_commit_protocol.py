@@ -26,11 +26,11 @@ import pytest
 from ingest_toolkit.channel import EventColumns
 from ingest_toolkit.errors import ConfigError
 from ingest_toolkit.land import LandingConfig, LandingError, Manifest, ManifestFile, land_once, read_manifests
-from ingest_toolkit.land import landing as landing_module
 from ingest_toolkit.land.errors import CommitConflict
 from ingest_toolkit.land.manifest import Landed, ManifestLog, overlap
 from ingest_toolkit.land.publish import finish_moves, recover_channel_dir, staged_files
 from ingest_toolkit.land.storage import ArrowStorage, LocalStorage, Storage, open_storage
+from ingest_toolkit.land.tables import parquet as landing_module
 
 CID = bytes(range(16))
 PARTITION = "event_date=2026-01-01/event_hour=00"
