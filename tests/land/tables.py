@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 from ingest_toolkit.land import LandingConfig, SparkSettings
+from ingest_toolkit.land.tables import TableIO, table_io
 
 FORMATS = ("delta", "iceberg")
 
@@ -27,11 +28,10 @@ def read_table(config: LandingConfig, channel: str, version: int | None = None) 
     """Every row of the channel's table as its format's own reader sees it (``version``: a Delta
     version or an Iceberg snapshot id to travel to)."""
     if config.format == "delta":
-        from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
 
         try:
-            table = DeltaTable(f"{_path(config)}/{channel}", version=version)
+            table = _delta(config, channel, version)
         except TableNotFoundError:
             return pa.table({"seq": pa.array([], pa.int64())})
         return _plain(pa.RecordBatchReader.from_stream(table.scan()).read_all())
@@ -50,9 +50,8 @@ def _plain(table: pa.Table) -> pa.Table:
 def committed_batches(config: LandingConfig, channel: str) -> dict[str, int]:
     """Batch id -> events, as the table's commits record them (Delta history, Iceberg snapshots)."""
     if config.format == "delta":
-        from deltalake import DeltaTable
 
-        history = DeltaTable(f"{_path(config)}/{channel}").history()
+        history = _delta(config, channel).history()
         return {h["ingest.batch_id"]: int(h["ingest.events"]) for h in history if "ingest.batch_id" in h}
     iceberg = _iceberg(config, channel)
     assert iceberg is not None
@@ -70,23 +69,31 @@ def whole_batches(rows: pa.Table, batches: dict[str, int]) -> None:
 def batch_numbers(config: LandingConfig, channel: str, channel_id: bytes) -> int:
     """The channel's batch number the table records (Delta app transaction, Iceberg property)."""
     if config.format == "delta":
-        from deltalake import DeltaTable
 
-        return DeltaTable(f"{_path(config)}/{channel}").transaction_version(f"ingest-toolkit/{channel_id.hex()}") or 0
+        return _delta(config, channel).transaction_version(f"ingest-toolkit/{channel_id.hex()}") or 0
     iceberg = _iceberg(config, channel)
     assert iceberg is not None
     return int(iceberg.properties.get(f"ingest.batch.{channel_id.hex()}", "0"))
 
 
-def _path(config: LandingConfig) -> str:
-    return config.root.removeprefix("file://")
+def _io(config: LandingConfig, channel: str) -> TableIO:
+    """Where the table is for the libraries (the root's spelling and storage settings for them)."""
+    return table_io(config.root, config.spark.conf).child(channel)
+
+
+def _delta(config: LandingConfig, channel: str, version: int | None = None) -> Any:
+    from deltalake import DeltaTable
+
+    io = _io(config, channel)
+    return DeltaTable(io.uri, version=version, storage_options=io.delta_options or None)
 
 
 def _iceberg(config: LandingConfig, channel: str) -> Any:
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.exceptions import NoSuchTableError
 
-    catalog = SqlCatalog("ingest", uri=config.iceberg_catalog, warehouse=config.root)  # the landing's catalog name
+    io = _io(config, channel)
+    catalog = SqlCatalog("ingest", uri=config.iceberg_catalog, **io.iceberg_properties)  # the landing's catalog name
     try:
         return catalog.load_table((config.iceberg_namespace, channel))
     except NoSuchTableError:
