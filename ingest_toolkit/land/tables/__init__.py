@@ -8,6 +8,11 @@ and the maintenance jobs (:mod:`.base` draws it; docs/landing.md, "Table formats
 
 Delta and Iceberg take the Arrow table the landing builds and need no JVM: a landing into them
 does not start Spark. They reach ``file://``, ``hdfs://`` and ``s3a://`` roots (:mod:`.io`).
+
+Reading a table back (its batch commits and batch numbers, its files per partition, its event
+ids, one partition, an older version) is :mod:`.reading` (``open_reader``), for the checks, the
+benchmarks and readers; compaction and retention of a Delta or Iceberg table are
+:mod:`.maintain` (``maintain_table``).
 """
 
 from __future__ import annotations
