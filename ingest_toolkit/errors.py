@@ -51,6 +51,8 @@ Each stage keeps its own errors in one module, under the same root::
     ├── LandingError                       land.errors: a landing run failed (the take rolled back)
     │   └── CommitConflict                 another landing committed some of the same events
     ├── SparkStartError                    land.errors: no usable Java or Spark
+    ├── TransientError
+    │   └── MaintenanceConflict            land.errors: a table's compaction kept losing to landings' commits
     ├── AgentUnreachable                   orchestrate.remote: an agent did not serve a channel's state
     ├── HadoopJarsError                    hdfs.jars: the Hadoop jars are missing
     ├── HdfsClusterError                   hdfs.cluster: the local HDFS did not start or answer

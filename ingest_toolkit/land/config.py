@@ -95,6 +95,9 @@ class LandingConfig(BaseModel):
       SQLAlchemy URL of the Iceberg SQL catalog (a SQLite file by default, relative paths against
       the current directory; ``postgresql+psycopg2://...`` for writers on several hosts), and
       ``iceberg_namespace`` the namespace of the tables (``<namespace>.<channel>``).
+      ``retention_hours``: the maintenance's retention window for Delta and Iceberg tables
+      (vacuum, snapshot expiry; default 7 days), refused below the landing's longest write
+      (:mod:`ingest_toolkit.land.tables.maintain`).
     * ``lease_seconds``: lease of a remote take. While the batch is being written the landing
       renews it every third of its length, for at most ``lease_renewal_max_seconds`` in all
       (0: never renewed): a landing that hangs still loses its take, one that works does not.
@@ -107,6 +110,7 @@ class LandingConfig(BaseModel):
     format: Literal["parquet", "delta", "iceberg"] = "parquet"
     iceberg_catalog: str = "sqlite:///var/iceberg/catalog.db"
     iceberg_namespace: str = Field("ingest", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    retention_hours: float = Field(168.0, gt=0.0)
     compression: Literal["snappy", "zstd", "gzip", "lz4", "none", "uncompressed"] = "snappy"
     target_file_bytes: int = Field(128 * MiB, ge=1 << 16)
     write_partitions: int | None = Field(None, ge=1)
