@@ -18,7 +18,9 @@ A landing running while the check reads can make the counts differ for a moment:
 checks after the landing (the landing job does).
 
 A table on a local path is read with pyarrow (no JVM); ``start_spark`` is called only for a table
-on HDFS or S3A, read through Spark's Hadoop client.
+on HDFS or S3A, read through Spark's Hadoop client. A Delta or Iceberg table (``[landing] format``)
+is judged from its own commits and current version instead, read by its library anywhere
+(:mod:`.table_checks`).
 """
 
 from __future__ import annotations
@@ -34,14 +36,16 @@ from ..errors import IngestError
 from ..land.storage import local_path, locate
 from .landing import agent_status
 from .settings import ChannelSpec, OrchestrationSettings
+from .table_checks import LastLanding, files_verdict, reconcile_table, table_duplicates
 from .table_scan import scan_event_ids
 from .verdict import PathValue, Verdict, verdict
 
 if TYPE_CHECKING:
     from ..land.config import LandingConfig
 
-__all__ = ["ManifestTotals", "TakenCount", "curated_no_duplicate_event_ids", "landed_no_duplicate_event_ids",
-           "landed_reconciles", "manifest_totals", "session_for", "taken_from_agent", "taken_from_checkpoint"]
+__all__ = ["LastLanding", "ManifestTotals", "TakenCount", "curated_no_duplicate_event_ids",
+           "landed_files_per_partition", "landed_no_duplicate_event_ids", "landed_reconciles", "manifest_totals",
+           "session_for", "taken_from_agent", "taken_from_checkpoint"]
 
 StartSpark = Callable[[], Any]  # starts (or returns) the Spark session of the run
 
@@ -79,8 +83,14 @@ def manifest_totals(root: str, channel: str, spark: Any = None) -> ManifestTotal
 
 
 def landed_no_duplicate_event_ids(spec: ChannelSpec, settings: OrchestrationSettings, landed_root: str,
-                                  start_spark: StartSpark) -> Verdict:
-    """Every ``event_id`` occurs once in the landed table ``<landed_root>/<channel>``."""
+                                  start_spark: StartSpark, *, landing: LandingConfig | None = None) -> Verdict:
+    """Every ``event_id`` occurs once in the landed table ``<landed_root>/<channel>``; with
+    ``landing`` (its format and catalog), a Delta or Iceberg table's current version."""
+    if landing is not None and landing.format != "parquet":
+        from ..land.tables.reading import open_reader
+
+        reader = open_reader(landing.model_copy(update={"root": landed_root}), spec.name)
+        return table_duplicates("landed_no_duplicate_event_ids", settings, reader, "landed table")
     root = landed_root.rstrip("/")
     return _no_duplicates("landed_no_duplicate_event_ids", settings, f"{root}/{spec.name}", "landed table",
                           session_for(root, start_spark))
@@ -150,27 +160,64 @@ def taken_from_checkpoint(spec: ChannelSpec, newest_manifest_ns: int, wait_s: fl
         time.sleep(min(1.0, max(0.05, deadline - time.monotonic())))
 
 
+def landed_files_per_partition(spec: ChannelSpec, settings: OrchestrationSettings, landing: LandingConfig,
+                               start_spark: StartSpark) -> Verdict:
+    """At most ``max_files_per_partition`` data files per partition of the landed table (WARN)."""
+    from ..land.tables.reading import open_reader
+
+    spark = session_for(landing.root, start_spark) if landing.format == "parquet" else None
+    return files_verdict(settings, open_reader(landing, spec.name, spark))
+
+
 def landed_reconciles(spec: ChannelSpec, settings: OrchestrationSettings, landing: LandingConfig,
-                      start_spark: StartSpark, token: str | None = None) -> Verdict:
-    """Manifest events == landed rows (== takes_committed when ``landing_only_taker``). An agent
-    that does not answer is a failing verdict with the reason, not an exception."""
+                      start_spark: StartSpark, token: str | None = None, *,
+                      last: LastLanding | None = None) -> Verdict:
+    """Manifest events == landed rows (== takes_committed when ``landing_only_taker``); for a Delta
+    or Iceberg table, :func:`~.table_checks.reconcile_table` (``last``: the newest landing the
+    orchestrator recorded). An agent that does not answer is a failing verdict with the reason,
+    not an exception."""
+    if landing.format != "parquet":
+        return _reconcile_format(spec, settings, landing, token, last)
     session = session_for(landing.root, start_spark)
     totals = manifest_totals(landing.root, spec.name, session)
-    taken: TakenCount | None = None
-    unavailable = None
-    if settings.landing_only_taker:
-        try:
-            status = agent_status(spec, landing, token)
-        except IngestError as err:  # the agent is down or refuses: a verdict, not a crash of the check
-            where = f"at {landing.agent}" if landing.agent else "that owns the channel"
-            status, unavailable = None, (
-                f"the channel's takes_committed could not be read from the agent {where} ({err}); start the "
-                "agent (or fix [landing] agent) and run the check again")
-        if status is not None:
-            taken = taken_from_agent(status)
-        elif unavailable is None:
-            taken = taken_from_checkpoint(spec, totals.newest_commit_unix_ns, settings.checkpoint_wait_seconds)
+    taken, unavailable = _taken(spec, settings, landing, token, totals.newest_commit_unix_ns) \
+        if settings.landing_only_taker else (None, None)
     return _reconcile(settings, f"{landing.root}/{spec.name}", totals, taken, session, unavailable=unavailable)
+
+
+def _reconcile_format(spec: ChannelSpec, settings: OrchestrationSettings, landing: LandingConfig,
+                      token: str | None, last: LastLanding | None) -> Verdict:
+    from ..land.tables.reading import open_reader
+
+    reader = open_reader(landing, spec.name)
+    newest_ns = max((c.timestamp_ms for c in reader.commits()), default=0) * 1_000_000
+    taken, unavailable = _taken(spec, settings, landing, token, newest_ns) if settings.landing_only_taker \
+        else (None, None)
+    channel_id = taken.channel_id if taken is not None else _channel_id(spec)
+    return reconcile_table(settings, reader, taken, channel_id, unavailable=unavailable, last=last)
+
+
+def _taken(spec: ChannelSpec, settings: OrchestrationSettings, landing: LandingConfig, token: str | None,
+           newest_ns: int) -> tuple[TakenCount | None, str | None]:
+    """``takes_committed``: the agent's live counters, else ``checkpoint.meta``; or why it could not be read."""
+    try:
+        status = agent_status(spec, landing, token)
+    except IngestError as err:  # the agent is down or refuses: a verdict, not a crash of the check
+        where = f"at {landing.agent}" if landing.agent else "that owns the channel"
+        return None, (f"the channel's takes_committed could not be read from the agent {where} ({err}); start the "
+                      "agent (or fix [landing] agent) and run the check again")
+    if status is not None:
+        return taken_from_agent(status), None
+    return taken_from_checkpoint(spec, newest_ns, settings.checkpoint_wait_seconds), None
+
+
+def _channel_id(spec: ChannelSpec) -> str | None:
+    """The channel's identity from ``checkpoint.meta`` (None where it cannot be read here)."""
+    try:
+        info = read_checkpoint_meta(spec.checkpoint_dir) if spec.checkpoint_dir else None
+    except (OSError, IngestError):
+        return None
+    return info.channel_id.replace("-", "") if info is not None else None
 
 
 def _takes_note(totals: ManifestTotals, taken: TakenCount | None) -> str:

@@ -102,8 +102,12 @@ CHECKS: dict[str, CheckInfo] = dict([
           "Queued events stay below backlog_warn_fraction of capacity (warning)."),
     _info("landed_reconciles", "landed", Severity.ERROR,
           "Events in the landing manifests == rows in the landed table (== takes committed by the channel when the "
-          "landing is its only taker)."),
+          "landing is its only taker); for a Delta or Iceberg table, the channel's rows == its takes, the batch "
+          "commits' events == the rows, and the last table version carries the channel's last batch."),
     _info("landed_no_duplicate_event_ids", "landed", Severity.ERROR, "Every event_id occurs once in the landed table."),
+    _info("landed_files_per_partition", "landed", Severity.WARN,
+          "No partition of the landed table holds more than max_files_per_partition data files (warning: run the "
+          "table's maintenance, which compacts them)."),
     _info("curated_no_duplicate_event_ids", "curated", Severity.ERROR,
           "Every event_id occurs once in the curated partitions."),
 ])
