@@ -35,6 +35,7 @@ from ingest_toolkit.orchestrate.landing import land, landing_lines, landing_meta
 from ingest_toolkit.orchestrate.settings import ChannelSpec, OrchestrationSettings
 
 from .instance import pool_limit
+from .maintenance import KINDS
 from .metadata import dagster_metadata
 from .naming import channel_key, curated_key, curated_pool_name, landed_key, landing_pool_name
 from .partitions import channel_partitions
@@ -61,16 +62,17 @@ def _pool_metadata(context: dg.AssetExecutionContext, pool: str, risk: str) -> d
 
 
 def build_landing_asset(spec: ChannelSpec, settings: OrchestrationSettings, keys: ResourceKeys | None = None,
-                        pool: str | None = None) -> dg.AssetsDefinition:
+                        pool: str | None = None, *, table_format: str = "parquet") -> dg.AssetsDefinition:
     """The landed table; ``keys``: its resources (default :meth:`ResourceKeys.of` the channel), ``pool``:
-    its concurrency pool (default ``landing-<channel>``)."""
+    its concurrency pool (default ``landing-<channel>``), ``table_format``: its format (the asset's kinds)."""
     keys = keys or ResourceKeys.of(spec.node)
     pool = pool or landing_pool_name(spec.node)
+    what = {"parquet": "Parquet", "delta": "a Delta Lake table", "iceberg": "an Iceberg table"}[table_format]
 
     @dg.asset(key=landed_key(spec.node), deps=[channel_key(spec.node)], pool=pool,
-              required_resource_keys={keys.landing, keys.spark}, group_name="landing", kinds={"spark", "parquet"},
+              required_resource_keys={keys.landing, keys.spark}, group_name="landing", kinds=KINDS[table_format],
               description=f"Takes committed events out of channel '{spec.name}' in take transactions and lands "
-                          "them as Parquet (partitioned by event date/hour), exactly once.")
+                          f"them into {what} (partitioned by event date/hour), exactly once.")
     def landed(context: dg.AssetExecutionContext, config: LandingRunConfig) -> dg.MaterializeResult:
         landing, spark = keys.landing_of(context), keys.spark_of(context)
         pool_meta = _pool_metadata(context, pool, f"two landing runs of channel {spec.name} may run at once "

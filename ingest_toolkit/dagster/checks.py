@@ -3,7 +3,9 @@
 On the channel asset: ``refcounts_match_recount``, ``referenced_logs_intact``,
 ``drained_logs_deleted``, ``checkpoint_fresh``, ``recovery_losses_acknowledged``,
 ``backlog_below_capacity`` (WARN). On the landed
-table: ``landed_reconciles``, ``landed_no_duplicate_event_ids``. On the curated table:
+table: ``landed_reconciles`` (for a Delta or Iceberg table, against the batch the asset's newest
+materialization committed), ``landed_no_duplicate_event_ids``, ``landed_files_per_partition``
+(WARN). On the curated table:
 ``curated_no_duplicate_event_ids``. docs/runbook.md has a section per check (meaning, what to
 do); every result carries the severity the runbook gives the check and a link to its section.
 The channel checks read the channel's directories, or, where those cannot be read here, the
@@ -28,7 +30,7 @@ from .metadata import asset_check_result
 from .naming import channel_key, curated_key, landed_key
 from .resources import ResourceKeys
 
-__all__ = ["build_channel_checks", "build_data_checks"]
+__all__ = ["build_channel_checks", "build_data_checks", "last_landing"]
 
 
 def _check(key: dg.AssetKey, name: str, settings: OrchestrationSettings, resources: frozenset[str] = frozenset(),
@@ -92,17 +94,35 @@ def build_data_checks(spec: ChannelSpec, settings: OrchestrationSettings, keys: 
     def reconcile(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         landing, spark = keys.landing_of(context), keys.spark_of(context)
         return asset_check_result(data.landed_reconciles(spec, settings, landing.config(), spark.session,
-                                                         token=landing.agent_token))
+                                                         token=landing.agent_token,
+                                                         last=last_landing(context, landed_key(spec.node))))
 
     @_check(landed_key(spec.node), "landed_no_duplicate_event_ids", settings, landing_spark)
     def landed_unique(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         landing, spark = keys.landing_of(context), keys.spark_of(context)
-        return asset_check_result(data.landed_no_duplicate_event_ids(spec, settings, landing.config().root,
-                                                                     spark.session))
+        config = landing.config()
+        return asset_check_result(data.landed_no_duplicate_event_ids(spec, settings, config.root, spark.session,
+                                                                     landing=config))
+
+    @_check(landed_key(spec.node), "landed_files_per_partition", settings, landing_spark)
+    def landed_files(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        landing, spark = keys.landing_of(context), keys.spark_of(context)
+        return asset_check_result(data.landed_files_per_partition(spec, settings, landing.config(), spark.session))
 
     @_check(curated_key(spec.node), "curated_no_duplicate_event_ids", settings, frozenset({keys.curated, keys.spark}))
     def curated_unique(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         curated, spark = keys.curated_of(context), keys.spark_of(context)
         return asset_check_result(data.curated_no_duplicate_event_ids(spec, settings, curated.root, spark.session))
 
-    return [reconcile, landed_unique, curated_unique] if curated else [reconcile, landed_unique]
+    landed = [reconcile, landed_unique, landed_files]
+    return [*landed, curated_unique] if curated else landed
+
+
+def last_landing(context: dg.AssetCheckExecutionContext, key: dg.AssetKey) -> data.LastLanding | None:
+    """The batch the newest materialization of the landed asset committed (its metadata), if any."""
+    event = context.instance.get_latest_materialization_event(key)
+    materialization = event.asset_materialization if event is not None else None
+    if materialization is None:
+        return None
+    values = {name: getattr(value, "value", value) for name, value in materialization.metadata.items()}
+    return data.LastLanding.from_metadata(values)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import dagster as dg
 from dagster.components import Scaffolder, ScaffoldRequest
@@ -72,6 +72,8 @@ class ScheduleAttributes(dg.Model):
     """The drain schedule: a landing run this often whatever the sensor thresholds say."""
 
     drain_cron: str | None = _opt("cron expression, in partitions.timezone (default */30 * * * *)")
+    maintenance_cron: str | None = _opt("the Delta or Iceberg table's maintenance (compaction, retention), "
+                                        "in partitions.timezone (default 0 3 * * *)")
 
 
 class SensorAttributes(dg.Model):
@@ -104,6 +106,7 @@ class ChecksAttributes(dg.Model):
     landing_only_taker: bool | None = _opt("reconcile manifests against the channel's takes_committed")
     checkpoint_wait_seconds: float | None = _opt("landed_reconciles waits this long for a newer checkpoint")
     runbook_url: str | None = _opt("where docs/runbook.md is served; checks link <runbook_url>#<check>")
+    max_files_per_partition: int | None = _opt("landed_files_per_partition warns above this many data files")
 
 
 # defs.yaml attribute path -> OrchestrationSettings field
@@ -111,7 +114,7 @@ _SETTING_OF: dict[tuple[str, ...], str] = {
     ("agent_conf",): "agent_conf", ("landing_conf",): "landing_conf", ("curated_root",): "curated_root",
     ("batches_per_run",): "batches_per_run", ("observe",): "observe",
     ("partitions", "start"): "partitions_start", ("partitions", "timezone"): "timezone",
-    ("schedule", "drain_cron"): "drain_cron",
+    ("schedule", "drain_cron"): "drain_cron", ("schedule", "maintenance_cron"): "maintenance_cron",
     ("sensor", "min_backlog"): "sensor_min_backlog",
     ("sensor", "max_backlog_age_seconds"): "sensor_max_backlog_age_seconds",
     ("sensor", "interval_seconds"): "sensor_interval_seconds", ("sensor", "max_retries"): "sensor_max_retries",
@@ -186,7 +189,8 @@ def defs_yaml(type_name: str, channel: str, agent_conf: str = "conf/agent.toml",
         f"  agent_name: {text(agent_name)}" if agent_name else "  # agent_name: agg1",
         line(f"  observe: {d.observe}", "state from the directories (local), the agent's status (remote)"),
         line("  landing_conf: conf/landing.toml", "Spark settings and the landing defaults"),
-        line("  landing_root: var/landing", f"path or URI (hdfs://, s3a://); Parquet under <root>/{channel}"),
+        line("  landing_root: var/landing", f"path or URI (hdfs://, s3a://); the table is <root>/{channel}"),
+        line("  # table_format: delta", "parquet, delta or iceberg (default: landing_conf's format)"),
         line(f"  curated_root: {d.curated_root}"),
         line("  curate: true", "false: no curated table here (another instance curates it)"),
         line(f"  batches_per_run: {d.batches_per_run}", "take transactions per landing run"),
@@ -195,6 +199,7 @@ def defs_yaml(type_name: str, channel: str, agent_conf: str = "conf/agent.toml",
         line(f"    timezone: {d.timezone}", "IANA name; UTC has no odd keys on DST days"),
         "  schedule:",
         line(f'    drain_cron: "{d.drain_cron}"', "a landing run this often whatever the thresholds say"),
+        line(f'    maintenance_cron: "{d.maintenance_cron}"', "compaction and retention of a Delta/Iceberg table"),
         "  sensor:",
         line(f"    min_backlog: {d.sensor_min_backlog}", "land at this committed backlog ..."),
         line(f"    max_backlog_age_seconds: {d.sensor_max_backlog_age_seconds}", "... or when the oldest is this old"),
@@ -213,6 +218,7 @@ def defs_yaml(type_name: str, channel: str, agent_conf: str = "conf/agent.toml",
         line(f"    landing_only_taker: {flag(d.landing_only_taker)}"),
         line(f"    checkpoint_wait_seconds: {d.checkpoint_wait_seconds}"),
         line(f'    runbook_url: "{d.runbook_url}"', "where docs/runbook.md is served (checks link to it)"),
+        line(f"    max_files_per_partition: {d.max_files_per_partition}", "landed_files_per_partition warns above"),
     ]
     return "\n".join(lines) + "\n"
 
@@ -248,7 +254,10 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
     landing_conf: Annotated[str | None, _doc(
         "Spark settings and landing defaults (default <conf dir>/landing.toml)")] = None
     landing_root: Annotated[str | None, _doc(
-        "where the Parquet goes, <root>/<channel> (default: landing_conf's root)")] = None
+        "where the landed table goes, <root>/<channel> (default: landing_conf's root)")] = None
+    table_format: Annotated[Literal["parquet", "delta", "iceberg"] | None, _doc(
+        "the landed table's format: parquet (Spark), delta or iceberg (no Spark; a maintenance asset and schedule "
+        "come with them) (default: landing_conf's format)")] = None
     curated_root: Annotated[str | None, _doc("where the curated tables go (default var/curated)")] = None
     curate: Annotated[bool, _doc(
         "build the hourly curated table, its job, sensor and check (false: in a fleet whose instances land "
@@ -276,7 +285,8 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
         settings = self.settings(where)
         spec = self.channel_spec(settings, where)
         pools = self.pools or PoolsAttributes()
-        options = ChannelOptions(landing_root=self.landing_root, agent=self.agent, landing_pool=pools.landing,
+        options = ChannelOptions(landing_root=self.landing_root, table_format=self.table_format, agent=self.agent,
+                                 landing_pool=pools.landing,
                                  curated_pool=pools.curated, curate=self.curate)
         return build_channel_definitions(spec, settings, options)
 
@@ -308,10 +318,12 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
                               key=_ATTRIBUTE_OF.get(validation_problems(err)[0][0])) from None
         from dagster._utils.schedules import is_valid_cron_string
 
-        if not is_valid_cron_string(settings.drain_cron):
-            key = "attributes.schedule.drain_cron" if "drain_cron" in values else "dagster.drain_cron"
-            raise ConfigError(f"{where if key.startswith('attributes') else table}: {key}: {settings.drain_cron!r} is "
-                              "not a cron expression (five fields, e.g. '*/30 * * * *')", key=key)
+        for name in ("drain_cron", "maintenance_cron"):
+            cron = getattr(settings, name)
+            if not is_valid_cron_string(cron):
+                key = f"attributes.schedule.{name}" if name in values else f"dagster.{name}"
+                raise ConfigError(f"{where if key.startswith('attributes') else table}: {key}: {cron!r} is "
+                                  "not a cron expression (five fields, e.g. '*/30 * * * *')", key=key)
         return settings
 
     def channel_spec(self, settings: OrchestrationSettings, where: Path) -> ChannelSpec:

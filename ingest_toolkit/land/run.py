@@ -47,7 +47,9 @@ class LandingRun:
 
     @property
     def spark_started(self) -> bool:
-        return bool(self.results)
+        """Whether the run started Spark: it landed something into a plain Parquet table (Delta and
+        Iceberg tables are written without it)."""
+        return bool(self.results) and needs_spark(self.route.config)
 
     @property
     def backlog_after(self) -> int:

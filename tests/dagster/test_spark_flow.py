@@ -119,7 +119,8 @@ def test_land_backfill_curated_and_check(tmp_path: Path, spark: SparkSession) ->
             "refcounts_match_recount": True, "referenced_logs_intact": True, "drained_logs_deleted": True,
             "checkpoint_fresh": True, "recovery_losses_acknowledged": True,
             "backlog_below_capacity": True, "landed_reconciles": True, "landed_no_duplicate_event_ids": True,
-            "curated_no_duplicate_event_ids": True}, {n: e.description for n, e in checks.items()}
+            "landed_files_per_partition": True, "curated_no_duplicate_event_ids": True}, {
+            n: e.description for n, e in checks.items()}
         assert checks["landed_reconciles"].metadata["takes_committed"].value == 250
 
         # Another consumer takes from the channel: takes_committed no longer equals the manifests.
