@@ -13,7 +13,13 @@ end (:func:`~ingest_toolkit.orchestrate.spark.task_spark`).
   create`` rebuilds hours idempotently. Outlet: the curated asset.
 * :class:`ChannelCheckOperator`: one check of :data:`~ingest_toolkit.orchestrate.CHECKS`; an
   ERROR verdict fails the task (no retry: :class:`CheckFailedError`), a WARN verdict logs a
-  warning and the task succeeds.
+  warning and the task succeeds. With ``landing_task_id``, ``landed_reconciles`` of a Delta or
+  Iceberg table also checks that the table carries the batch that task's landing committed.
+* :class:`MaintainTableOperator`: compaction and retention of a Delta or Iceberg landed table
+  (:func:`~ingest_toolkit.orchestrate.maintenance.maintain`).
+
+Every operator takes ``table_format`` (``parquet``, ``delta``, ``iceberg``) to override
+``[landing] format`` of the configuration.
 """
 
 from __future__ import annotations
@@ -29,13 +35,15 @@ from ..orchestrate import channel_checks, data_checks
 from ..orchestrate.curation import build_curated_partition, curated_metadata, hourly_windows
 from ..orchestrate.landing import land, landing_lines, landing_metadata
 from ..orchestrate.log_presence import referenced_logs_intact
+from ..orchestrate.maintenance import maintain, maintenance_lines, maintenance_metadata
 from ..orchestrate.spark import task_spark
+from ..orchestrate.table_checks import LastLanding
 from ..orchestrate.verdict import CHECKS, Severity, Verdict
 from .assets import curated_asset, landed_asset
 from .task import ChannelTask, plain
 
 __all__ = ["CHANNEL_CHECKS", "CURATED_CHECKS", "LANDED_CHECKS", "ChannelCheckOperator", "CheckFailedError",
-           "CurateHourOperator", "LandChannelOperator"]
+           "CurateHourOperator", "LandChannelOperator", "MaintainTableOperator"]
 
 CHANNEL_CHECKS = [name for name, info in CHECKS.items() if info.target == "channel"]
 LANDED_CHECKS = [name for name, info in CHECKS.items() if info.target == "landed"]
@@ -50,12 +58,13 @@ class _ChannelOperator(BaseOperator):
     template_fields = ("conf_dir",)
 
     def __init__(self, *, channel: str, conf_dir: str | None = None, agent_conn_id: str | None = None,
-                 **kwargs: Any) -> None:
+                 table_format: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.channel, self.conf_dir, self.agent_conn_id = channel, conf_dir, agent_conn_id
+        self.table_format = table_format
 
     def channel_task(self) -> ChannelTask:
-        return ChannelTask.load(self.channel, self.conf_dir, self.agent_conn_id)
+        return ChannelTask.load(self.channel, self.conf_dir, self.agent_conn_id, self.table_format)
 
 
 class LandChannelOperator(_ChannelOperator):
@@ -77,7 +86,8 @@ class LandChannelOperator(_ChannelOperator):
         asset = landed_asset(self.channel)
         if any(outlet == asset for outlet in self.outlets):
             context["outlet_events"][asset].extra = {
-                key: result[key] for key in ("events", "partitions", "batch_ids", "root", "backlog_after")}
+                key: result[key] for key in ("events", "partitions", "batch_ids", "root", "backlog_after", "format",
+                                             "table_uri", "table_version", "batch_number")}
         return result
 
 
@@ -138,7 +148,9 @@ _RUN: dict[str, _Check] = {
     "landed_reconciles": lambda job, spark: data_checks.landed_reconciles(job.spec, job.settings, job.landing,
                                                                           spark, token=job.token),
     "landed_no_duplicate_event_ids": lambda job, spark: data_checks.landed_no_duplicate_event_ids(
-        job.spec, job.settings, job.landing.root, spark),
+        job.spec, job.settings, job.landing.root, spark, landing=job.landing),
+    "landed_files_per_partition": lambda job, spark: data_checks.landed_files_per_partition(
+        job.spec, job.settings, job.landing, spark),
     "curated_no_duplicate_event_ids": lambda job, spark: data_checks.curated_no_duplicate_event_ids(
         job.spec, job.settings, job.settings.curated_root, spark),
 }
@@ -148,16 +160,24 @@ assert set(_RUN) == set(CHECKS), "every check of the runbook has an operator"
 class ChannelCheckOperator(_ChannelOperator):
     """Run check ``check`` on channel ``channel``; the XCom is the verdict (module docstring)."""
 
-    def __init__(self, *, check: str, channel: str, **kwargs: Any) -> None:
+    def __init__(self, *, check: str, channel: str, landing_task_id: str | None = None, **kwargs: Any) -> None:
         if check not in CHECKS:
             raise ConfigError(f"unknown check {check!r}; the checks: {', '.join(CHECKS)}", key="check")
         super().__init__(channel=channel, **kwargs)
-        self.check = check
+        self.check, self.landing_task_id = check, landing_task_id
 
     def execute(self, context: Context) -> dict[str, Any]:
         job = self.channel_task()
+        last = None
+        if self.landing_task_id:  # the landing of this DAG run: its XCom is the landing's summary
+            landed = context["ti"].xcom_pull(task_ids=self.landing_task_id)
+            last = LastLanding.from_metadata(landed) if isinstance(landed, dict) else None
         with task_spark(job.landing.spark) as start_spark:
-            verdict = _RUN[self.check](job, start_spark)
+            if self.check == "landed_reconciles" and last is not None:
+                verdict = data_checks.landed_reconciles(job.spec, job.settings, job.landing, start_spark,
+                                                        token=job.token, last=last)
+            else:
+                verdict = _RUN[self.check](job, start_spark)
         outcome: dict[str, Any] = plain({"check": verdict.check, "passed": verdict.passed,
                                          "severity": str(verdict.severity), "description": verdict.description,
                                          "metadata": verdict.metadata})
@@ -169,3 +189,16 @@ class ChannelCheckOperator(_ChannelOperator):
         else:
             raise CheckFailedError(verdict)
         return outcome
+
+
+class MaintainTableOperator(_ChannelOperator):
+    """Compact the channel's Delta or Iceberg landed table and apply retention (``[landing]
+    retention_hours``); the XCom is what it did (files before and after, files deleted...)."""
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        job = self.channel_task()
+        result = maintain(job.spec, job.landing)
+        for line in maintenance_lines(result, self.channel):
+            self.log.info(line)
+        summary: dict[str, Any] = plain(maintenance_metadata(result))
+        return summary

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 CHANNEL_CHECKS = ["refcounts_match_recount", "referenced_logs_intact", "drained_logs_deleted", "checkpoint_fresh",
                   "recovery_losses_acknowledged", "backlog_below_capacity"]
-LANDED_CHECKS = ["landed_reconciles", "landed_no_duplicate_event_ids"]
+LANDED_CHECKS = ["landed_reconciles", "landed_no_duplicate_event_ids", "landed_files_per_partition"]
 T08 = hour_ms("2026-11-20T08:00:00+00:00")
 
 

@@ -53,8 +53,8 @@ def test_the_reader_gives_the_commits_numbers_files_and_versions_the_landing_mad
     hour = max(per_partition, key=lambda p: per_partition[p])
     one = reader.read(partition=hour, columns=["event_id", "event_date", "event_hour"])
     assert one.num_rows == sum(f.rows for f in files if f.partition == hour)
-    assert {f"event_date={d}/event_hour={h}" for d, h in zip(one.column("event_date").to_pylist(),
-                                                             one.column("event_hour").to_pylist(), strict=True)} == {hour}
+    hours = zip(one.column("event_date").to_pylist(), one.column("event_hour").to_pylist(), strict=True)
+    assert {f"event_date={d}/event_hour={h}" for d, h in hours} == {hour}
 
 
 def test_time_travel_to_the_version_a_batch_produced(tmp_path: Path, table_format: str) -> None:
