@@ -168,3 +168,20 @@ def test_two_channels_of_one_name_share_one_table(tmp_path: Path, table_format: 
     finally:
         for channel in channels:
             channel.close()
+
+
+def test_a_drain_lands_batch_after_batch_without_orphan_files(tmp_path: Path, table_format: str) -> None:
+    """``land --drain`` (land_until_empty, two in flight for Spark) writes Delta and Iceberg batches one
+    after another: no two commits of the channel race, so no batch writes its files twice."""
+    from ingest_toolkit.land import land_until_empty
+    from ingest_toolkit.land.tables.reading import open_reader
+
+    config = format_config(tmp_path / "landing", table_format, max_events=250)
+    with FileChannel(**channel_settings(tmp_path)) as channel:
+        expected = put_events(channel, make_events(2000))
+        results = land_until_empty(InProcessSource(channel, "events"), config, None, overlap=True)
+        assert len(channel) == 0 and [r.batch_number for r in results] == list(range(1, 9))
+        assert_landed_exactly_once(read_table(config, "events"), expected, channel.channel_id)
+    data = tmp_path / "landing" / "events"
+    on_disk = [p for p in data.rglob("*.parquet") if "metadata" not in p.parts]
+    assert len(on_disk) == len(open_reader(config, "events").files())

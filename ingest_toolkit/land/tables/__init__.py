@@ -42,7 +42,9 @@ def open_landed(config: LandingConfig, channel: str, spark: SparkSession | None 
                 write_lock: AbstractContextManager[Any] | None = None) -> LandedTable:
     """The landed table of ``channel`` under ``config.root`` in ``config.format``. ``spark``: the
     session plain Parquet is written with (the other formats need none); ``write_lock``: one
-    Spark write at a time (a drain's two batches)."""
+    write at a time (a drain's two batches: a Spark write, or a Delta/Iceberg write and commit,
+    while the other batch takes and builds its Arrow table; two commits of one channel at once
+    would conflict and one of them would write its files again)."""
     if config.format == "parquet":
         from ..storage import open_storage
         from .parquet import ParquetLanded
@@ -53,9 +55,11 @@ def open_landed(config: LandingConfig, channel: str, spark: SparkSession | None 
         require("deltalake", "landing into a Delta table", "tables")
         from .delta import DeltaLanded
 
-        return DeltaLanded(io, channel, compression=config.compression, target_file_bytes=config.target_file_bytes)
+        return DeltaLanded(io, channel, compression=config.compression, target_file_bytes=config.target_file_bytes,
+                           write_lock=write_lock)
     require("pyiceberg", "landing into an Iceberg table", "tables")
     from .iceberg import IcebergLanded
 
     return IcebergLanded(io, channel, catalog=config.iceberg_catalog, namespace=config.iceberg_namespace,
-                         compression=config.compression, target_file_bytes=config.target_file_bytes)
+                         compression=config.compression, target_file_bytes=config.target_file_bytes,
+                         write_lock=write_lock)

@@ -26,7 +26,8 @@ import functools
 import json
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
@@ -79,9 +80,10 @@ class DeltaLanded:
     format: TableFormat = "delta"
 
     def __init__(self, io: TableIO, channel: str, *, compression: str = "snappy",
-                 target_file_bytes: int = 128 << 20) -> None:
+                 target_file_bytes: int = 128 << 20, write_lock: AbstractContextManager[Any] | None = None) -> None:
         self.io, self.channel, self.uri = io, channel, io.spark_uri
         self._compression, self._target = _CODECS[compression], target_file_bytes
+        self._write_lock = write_lock or nullcontext()
 
     def load(self) -> DeltaTable | None:
         """The table as it is now; None when it does not exist yet."""
@@ -101,6 +103,10 @@ class DeltaLanded:
         return Landed([], ()) if table is None else _landed(table, channel_id, lo, hi)
 
     def commit(self, batch: Batch, landed: Landed, *, phase: Phase, before_commit: Callable[[], None]) -> Committed:
+        with self._write_lock:  # a drain's two batches: one writes and commits, the other takes meanwhile
+            return self._commit(batch, landed, phase=phase, before_commit=before_commit)
+
+    def _commit(self, batch: Batch, landed: Landed, *, phase: Phase, before_commit: Callable[[], None]) -> Committed:
         from deltalake.exceptions import CommitFailedError, DeltaError
 
         app = app_id(batch.channel_id)

@@ -30,8 +30,9 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -82,8 +83,10 @@ class IcebergLanded:
     format: TableFormat = "iceberg"
 
     def __init__(self, io: TableIO, channel: str, *, catalog: str, namespace: str = "ingest",
-                 compression: str = "snappy", target_file_bytes: int = 128 << 20) -> None:
+                 compression: str = "snappy", target_file_bytes: int = 128 << 20,
+                 write_lock: AbstractContextManager[Any] | None = None) -> None:
         self.io, self.channel, self.uri = io, channel, io.spark_uri
+        self._write_lock = write_lock or nullcontext()
         self.identifier = (namespace, channel)
         self._catalog_uri = catalog
         self._properties = {"commit.retry.num-retries": "0", "write.metadata.delete-after-commit.enabled": "true",
@@ -139,6 +142,10 @@ class IcebergLanded:
         return Landed([], ()) if table is None else _landed(table, channel_id, lo, hi)
 
     def commit(self, batch: Batch, landed: Landed, *, phase: Phase, before_commit: Callable[[], None]) -> Committed:
+        with self._write_lock:  # a drain's two batches: one writes and commits, the other takes meanwhile
+            return self._commit(batch, landed, phase=phase, before_commit=before_commit)
+
+    def _commit(self, batch: Batch, landed: Landed, *, phase: Phase, before_commit: Callable[[], None]) -> Committed:
         from pyiceberg.exceptions import CommitFailedException
 
         key = f"ingest.batch.{batch.channel_id.hex()}"
