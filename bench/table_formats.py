@@ -222,8 +222,8 @@ def _report(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
             before = _median(rows, root, table_format, "compaction", "before")
             after = _median(rows, root, table_format, "compaction", "after")
             seconds = _median(rows, root, table_format, "compaction", "seconds")
-            compaction = f"{before:.0f} -> {after:.0f} in {seconds:.2f} s" if after is not None and seconds is not None \
-                else f"{before:.0f} (none)"
+            compaction = (f"{before:.0f} -> {after:.0f} in {seconds:.2f} s"
+                          if after is not None and seconds is not None else f"{before:.0f} (none)")
             print(f"{root:<5}{table_format:<9}{rate:>10,.0f}{rate / base:>10.2f}x"
                   f"{_median(rows, root, table_format, 'read', 'files_per_partition'):>11.0f}"
                   f"{_median(rows, root, table_format, 'read', 'library_s'):>11.2f}"
