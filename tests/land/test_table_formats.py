@@ -185,3 +185,19 @@ def test_a_drain_lands_batch_after_batch_without_orphan_files(tmp_path: Path, ta
     data = tmp_path / "landing" / "events"
     on_disk = [p for p in data.rglob("*.parquet") if "metadata" not in p.parts]
     assert len(on_disk) == len(open_reader(config, "events").files())
+
+
+def test_a_channel_directory_holds_one_format(tmp_path: Path, table_format: str) -> None:
+    """``--format`` changed with the root kept: refused before anything is taken, naming the table
+    that is there (its files would otherwise mix into the other table's partitions)."""
+    from ingest_toolkit.errors import ConfigError
+
+    config = format_config(tmp_path / "landing", table_format, max_events=100)
+    with FileChannel(**channel_settings(tmp_path)) as channel:
+        put_events(channel, make_events(200))
+        land_once(InProcessSource(channel, "events"), config, None)
+        for other in ("iceberg" if table_format == "delta" else "delta", "parquet"):  # parquet: before Spark
+            with pytest.raises(LandingError, match=f"holds a {table_format} table") as refused:
+                land_once(InProcessSource(channel, "events"), format_config(tmp_path / "landing", other), None)
+            assert isinstance(refused.value.__cause__, ConfigError) and refused.value.rolled_back
+        assert len(channel) == 100

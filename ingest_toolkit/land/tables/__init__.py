@@ -17,9 +17,12 @@ benchmarks and readers; compaction and retention of a Delta or Iceberg table are
 
 from __future__ import annotations
 
+import os
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
+from ...errors import ConfigError
 from ...extras import require
 from .base import FORMATS, Batch, Committed, Landed, LandedTable, TableFormat, overlap
 from .io import TableIO, table_io
@@ -45,6 +48,7 @@ def open_landed(config: LandingConfig, channel: str, spark: SparkSession | None 
     write at a time (a drain's two batches: a Spark write, or a Delta/Iceberg write and commit,
     while the other batch takes and builds its Arrow table; two commits of one channel at once
     would conflict and one of them would write its files again)."""
+    _one_format(config, channel)
     if config.format == "parquet":
         from ..storage import open_storage
         from .parquet import ParquetLanded
@@ -63,3 +67,21 @@ def open_landed(config: LandingConfig, channel: str, spark: SparkSession | None 
     return IcebergLanded(io, channel, catalog=config.iceberg_catalog, namespace=config.iceberg_namespace,
                          compression=config.compression, target_file_bytes=config.target_file_bytes,
                          write_lock=write_lock)
+
+
+_MARKERS = {"parquet": "_manifests", "delta": "_delta_log", "iceberg": "metadata"}
+
+
+def _one_format(config: LandingConfig, channel: str) -> None:
+    """A channel's directory holds one table: landing in another format there (``--format`` changed,
+    the root kept) would mix a second table's files into the first one's partitions. Checked on
+    local roots (a look for the other formats' marker directories); elsewhere, use a root per format."""
+    parsed = urlparse(config.root)
+    if parsed.scheme != "file":
+        return
+    directory = f"{parsed.path.rstrip('/')}/{channel}"
+    for other, marker in _MARKERS.items():
+        if other != config.format and os.path.isdir(f"{directory}/{marker}"):
+            raise ConfigError(f"{config.root}/{channel} holds a {other} table ({marker}/), and this landing writes "
+                              f"{config.format}: land into another root ([landing] root) or keep format = "
+                              f'"{other}"', key="landing.format")
