@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..channel.checkpoint import read_checkpoint_meta
@@ -36,7 +35,7 @@ from ..errors import IngestError
 from ..land.storage import local_path, locate
 from .landing import agent_status
 from .settings import ChannelSpec, OrchestrationSettings
-from .table_checks import LastLanding, files_verdict, reconcile_table, table_duplicates
+from .table_checks import LastLanding, TakenCount, files_verdict, reconcile_table, table_duplicates
 from .table_scan import scan_event_ids
 from .verdict import PathValue, Verdict, verdict
 
@@ -120,17 +119,6 @@ def _no_duplicates(check: str, settings: OrchestrationSettings, table_uri: str, 
                   "duplicate_event_ids": scan.duplicate_ids, "extra_rows": scan.extra_rows,
                   "sample_duplicates": scan.sample, "partitions": len(scan.rows_by_partition),
                   "duplicates_by_partition": worst})
-
-
-@dataclass(frozen=True, slots=True)
-class TakenCount:
-    """``takes_committed`` of the channel, where it was read and whether it is newer than the
-    newest manifest (only then must it equal the manifests' total)."""
-
-    takes_committed: int
-    source: str
-    current: bool
-    channel_id: str | None = None  # the channel's identity (32 hex digits), to pick its manifests in a shared table
 
 
 def taken_from_agent(status: dict[str, object]) -> TakenCount:

@@ -31,10 +31,20 @@ from .table_scan import TableScan, scan_chunks
 from .verdict import PathValue, TextValue, Verdict, verdict
 
 if TYPE_CHECKING:
-    from .data_checks import TakenCount
     from .settings import OrchestrationSettings
 
-__all__ = ["LastLanding", "files_verdict", "reconcile_table", "table_duplicates"]
+__all__ = ["LastLanding", "TakenCount", "files_verdict", "reconcile_table", "table_duplicates"]
+
+
+@dataclass(frozen=True, slots=True)
+class TakenCount:
+    """``takes_committed`` of the channel, where it was read and whether it is newer than the
+    newest manifest (only then must it equal the manifests' total)."""
+
+    takes_committed: int
+    source: str
+    current: bool
+    channel_id: str | None = None  # the channel's identity (32 hex digits), to pick its manifests in a shared table
 
 
 @dataclass(frozen=True, slots=True)

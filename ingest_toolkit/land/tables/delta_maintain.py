@@ -13,10 +13,10 @@ import time
 from typing import TYPE_CHECKING
 
 from .delta_read import DeltaReader
-from .maintain import backoff, conflict
+from .upkeep import backoff, conflict
 
 if TYPE_CHECKING:
-    from .maintain import MaintenanceResult
+    from .upkeep import MaintenanceResult
 
 __all__ = ["compact", "retain"]
 

@@ -19,7 +19,7 @@ from ..batches import PARTITION_COLUMNS
 from .base import TableFormat
 from .delta import app_id
 from .io import TableIO
-from .reading import CommitRecord, DataFile, ids_by_partition, partition_filter, partition_key, plain_types
+from .records import CommitRecord, DataFile, ids_by_partition, partition_filter, partition_key, plain_types
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable

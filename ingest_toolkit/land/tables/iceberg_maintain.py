@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING
 
 from .files import list_files
 from .iceberg_read import IcebergReader
-from .maintain import backoff, conflict
 from .reading import files_per_partition, partition_filter
+from .upkeep import backoff, conflict
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
-    from .maintain import MaintenanceResult
+    from .upkeep import MaintenanceResult
 
 __all__ = ["compact", "retain", "rewrite_partition"]
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 from ..batches import PARTITION_COLUMNS
 from .base import TableFormat
 from .io import TableIO
-from .reading import CommitRecord, DataFile, ids_by_partition, partition_filter, partition_key
+from .records import CommitRecord, DataFile, ids_by_partition, partition_filter, partition_key
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

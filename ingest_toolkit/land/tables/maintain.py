@@ -34,12 +34,14 @@ are never committed), whichever is longer; a shorter window is a ConfigError.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ConfigError
-from ..errors import MaintenanceConflict
+from . import delta_maintain, iceberg_maintain
+from .delta_read import DeltaReader
+from .iceberg_read import IcebergReader
 from .reading import files_per_partition, open_reader
+from .upkeep import MaintenanceResult
 
 if TYPE_CHECKING:
     from ..config import LandingConfig
@@ -47,34 +49,6 @@ if TYPE_CHECKING:
 __all__ = ["MIN_RETENTION_HOURS", "MaintenanceResult", "maintain_table", "retention_floor_hours"]
 
 MIN_RETENTION_HOURS = 1.0
-
-
-@dataclass
-class MaintenanceResult:
-    """What one maintenance run did to a channel's table."""
-
-    format: str
-    table_uri: str
-    retention_hours: float
-    version_before: int | None = None
-    version_after: int | None = None
-    files_before: int = 0
-    files_after: int = 0
-    max_files_per_partition_before: int = 0
-    max_files_per_partition_after: int = 0
-    partitions_compacted: int = 0
-    files_compacted: int = 0  # data files replaced by compaction
-    files_written: int = 0  # data files compaction wrote
-    rows_rewritten: int = 0
-    snapshots_expired: int = 0  # Iceberg
-    files_deleted: int = 0  # by retention: vacuum, or unreferenced files
-    bytes_deleted: int = 0
-    compaction_s: float = 0.0
-    retention_s: float = 0.0
-    notes: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def retention_floor_hours(config: LandingConfig) -> float:
@@ -108,10 +82,6 @@ def maintain_table(config: LandingConfig, channel: str, *, compact: bool = True,
     reader = open_reader(config, channel)
     result = MaintenanceResult(config.format, reader.uri, window, version_before=reader.version())
     _count(result, reader.files(), before=True)
-    from . import delta_maintain, iceberg_maintain
-    from .delta_read import DeltaReader
-    from .iceberg_read import IcebergReader
-
     if compact:
         started = time.monotonic()
         if isinstance(reader, DeltaReader):
@@ -129,17 +99,6 @@ def maintain_table(config: LandingConfig, channel: str, *, compact: bool = True,
     result.version_after = reader.version()
     _count(result, reader.files(), before=False)
     return result
-
-
-def backoff(attempt: int) -> float:
-    """Seconds to wait before attempt ``attempt + 1`` of a commit that lost a race."""
-    return float(min(2.0, 0.05 * 2 ** attempt))
-
-
-def conflict(uri: str, doing: str) -> MaintenanceConflict:
-    return MaintenanceConflict(f"{doing} the table {uri} lost the race to other commits (landings) on every "
-                               "attempt; nothing of it was committed. Run the maintenance again, or in the "
-                               "landing's concurrency pool (the Dagster asset shares landing-<channel>)")
 
 
 def _count(result: MaintenanceResult, files: list[Any], *, before: bool) -> None:

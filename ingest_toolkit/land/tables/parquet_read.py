@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from ..manifest import Manifest, read_manifests
 from ..storage import Location, locate
 from .base import TableFormat
-from .reading import CommitRecord, DataFile
+from .records import CommitRecord, DataFile
 
 __all__ = ["ParquetReader"]
 
