@@ -117,7 +117,10 @@ def _report(paths: DemoPaths, outcome: Outcome, code: int | None, started: float
     console.print(check_table(outcome.checks))
     console.print(f"landed Parquet:  {outcome.landed_dir}  ({outcome.landed_events} events, "
                   f"{outcome.landing_runs} landing run(s))")
-    console.print(f"curated Parquet: {outcome.curated_dir}  (partitions {', '.join(outcome.partitions)})")
+    console.print(f"curated {outcome.curated_format}: {outcome.curated_dir}  (partitions "
+                  f"{', '.join(outcome.partitions)})")
+    if outcome.preview is not None:
+        console.print(outcome.preview)
     relative = paths.tree.relative_to(paths.root) if paths.root in paths.tree.parents else paths.tree
     console.print(f"Dagster UI on this state: INGEST_CONF_DIR={relative}/conf DAGSTER_HOME={paths.dagster_home} "
                   ".venv/bin/dg dev")

@@ -71,6 +71,7 @@ def build_channel_definitions(spec: ChannelSpec, settings: OrchestrationSettings
               build_landing_asset(spec, settings, keys, options.landing_pool or landing_pool_name(spec.node))]
     jobs = [land_job]
     sensors = [build_landing_sensor(spec, settings, land_job, access)]
+    partitions = None
     if options.curate:
         curate_job = dg.define_asset_job(
             curated_job_name(spec.node), selection=dg.AssetSelection.assets(curated_key(spec.node)),
@@ -89,7 +90,7 @@ def build_channel_definitions(spec: ChannelSpec, settings: OrchestrationSettings
     return dg.Definitions(
         assets=assets,
         asset_checks=[*build_channel_checks(spec, settings, keys),
-                      *build_data_checks(spec, settings, keys, curated=options.curate)],
+                      *build_data_checks(spec, settings, keys, curated=options.curate, partitions=partitions)],
         jobs=[*jobs, checks_job],
         sensors=[*sensors, build_observer_sensor(spec, settings, access)],
         schedules=[build_drain_schedule(spec, settings, land_job, access)],

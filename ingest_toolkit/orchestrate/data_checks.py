@@ -1,4 +1,5 @@
-"""Checks of the landed and curated tables: counts reconcile, no duplicate ``event_id``.
+"""Checks of the landed table: counts reconcile, no duplicate ``event_id`` (the curated table's
+are :mod:`.curated_checks`).
 
 Reconciliation compares three counts:
 
@@ -40,7 +41,7 @@ from .verdict import PathValue, Verdict, verdict
 if TYPE_CHECKING:
     from ..land.config import LandingConfig
 
-__all__ = ["ManifestTotals", "TakenCount", "curated_no_duplicate_event_ids", "landed_no_duplicate_event_ids",
+__all__ = ["ManifestTotals", "TakenCount", "landed_no_duplicate_event_ids",
            "landed_reconciles", "manifest_totals", "session_for", "taken_from_agent", "taken_from_checkpoint"]
 
 StartSpark = Callable[[], Any]  # starts (or returns) the Spark session of the run
@@ -83,14 +84,6 @@ def landed_no_duplicate_event_ids(spec: ChannelSpec, settings: OrchestrationSett
     """Every ``event_id`` occurs once in the landed table ``<landed_root>/<channel>``."""
     root = landed_root.rstrip("/")
     return _no_duplicates("landed_no_duplicate_event_ids", settings, f"{root}/{spec.name}", "landed table",
-                          session_for(root, start_spark))
-
-
-def curated_no_duplicate_event_ids(spec: ChannelSpec, settings: OrchestrationSettings, curated_root: str,
-                                   start_spark: StartSpark) -> Verdict:
-    """Every ``event_id`` occurs once in the curated partitions ``<curated_root>/<channel>``."""
-    root = curated_root.rstrip("/")
-    return _no_duplicates("curated_no_duplicate_event_ids", settings, f"{root}/{spec.name}", "curated table",
                           session_for(root, start_spark))
 
 

@@ -27,15 +27,16 @@ class TableScan:
     duplicates_by_partition: dict[str, int] = field(default_factory=dict)
 
 
-def scan_event_ids(table: Location, *, sample_size: int = 5) -> TableScan:
-    """Rows and duplicate ids of every data file below ``table`` (hidden and ``_`` dirs skipped).
+def scan_event_ids(table: Location, *, sample_size: int = 5, files: list[str] | None = None) -> TableScan:
+    """Rows and duplicate ids of every data file below ``table`` (hidden and ``_`` dirs skipped),
+    or of ``files`` (paths below it: the files a Delta or Iceberg table's current version names).
 
     Duplicates are counted over the whole table; ``duplicates_by_partition`` counts the extra
     rows whose duplicate sits in the same ``event_date=/event_hour=`` directory.
     """
     scan = TableScan()
     seen: Counter[str] = Counter()
-    for path in table.files():
+    for path in table.files() if files is None else files:
         partition = _partition_of(table, path)
         ids = pq.read_table(path, columns=["event_id"], filesystem=table.fs).column("event_id").to_pylist()
         scan.files += 1

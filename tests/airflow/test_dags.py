@@ -76,6 +76,12 @@ def test_ingest_lands_every_event_once_then_curation_builds_two_hours(conf: Path
         (hour,) = curate.xcom["curate_hour"]
         rows[hour["window_utc"]] = hour["rows"]
         assert curate.xcom["curated_no_duplicate_event_ids"]["passed"] is True
+        assert hour["columns_added"] == (["n"] if end == "09" else []) and hour["rescued_rows"] == 0
+        judged = {c: curate.xcom[c] for c in ("curated_schema_drift", "curated_rescued_below_threshold",
+                                              "curated_rows_discarded", "curated_covers_landed")}
+        assert all(v["passed"] for v in judged.values()), judged
+        assert judged["curated_rescued_below_threshold"]["metadata"]["hours_built"] == 1  # the upstream task's hour
+        assert judged["curated_covers_landed"]["metadata"]["first_partition_utc"] == "2026-11-01T00:00:00+00:00"
     assert rows == {"2026-11-20T08:00:00+00:00 .. 2026-11-20T09:00:00+00:00": 90,
                     "2026-11-20T09:00:00+00:00 .. 2026-11-20T10:00:00+00:00": 90}
     assert [(e["hours"], e["rows"]) for e in asset_events("ingest_toolkit.events.curated")[-2:]] == [

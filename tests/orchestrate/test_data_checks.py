@@ -10,11 +10,7 @@ import pyarrow.parquet as pq
 
 from ingest_toolkit.land.config import load_landing_config
 from ingest_toolkit.land.manifest import MANIFEST_DIR, Manifest, ManifestFile
-from ingest_toolkit.orchestrate.data_checks import (
-    curated_no_duplicate_event_ids,
-    landed_no_duplicate_event_ids,
-    landed_reconciles,
-)
+from ingest_toolkit.orchestrate.data_checks import landed_no_duplicate_event_ids, landed_reconciles
 from ingest_toolkit.orchestrate.verdict import PathValue, Severity
 
 from .helpers import Setup, make_setup
@@ -68,14 +64,6 @@ def test_duplicates_and_extra_rows_fail_with_the_numbers(tmp_path: Path) -> None
     assert sorted(unique.metadata["sample_duplicates"]) == ["id-1", "id-2", "id-3"]
     assert unique.metadata["duplicates_by_partition"] == {HOUR: 3}  # the copies sit in the same hour
     assert unique.runbook.endswith("docs/runbook.md#landed_no_duplicate_event_ids")
-
-
-def test_curated_duplicates_are_judged_on_the_curated_root(tmp_path: Path) -> None:
-    setup = make_setup(tmp_path)
-    _write(setup.root / "curated" / "events", "part-0.parquet", ["a", "b", "a"])
-    verdict = curated_no_duplicate_event_ids(setup.spec, setup.settings, f"{setup.root}/curated/", _no_spark)
-    assert not verdict.passed and verdict.check == "curated_no_duplicate_event_ids"
-    assert verdict.description == "curated table: 1 event_ids occur more than once (1 extra rows)"
 
 
 def test_reconcile_fails_with_the_reason_when_the_agent_does_not_answer(tmp_path: Path) -> None:
