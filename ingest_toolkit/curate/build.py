@@ -30,7 +30,8 @@ import pendulum
 
 from ..errors import ConfigError, ContractViolation
 from ..land.storage import locate
-from .columns import RESCUED, SPARK_TYPES, expressions, json_path
+from .columns import RESCUED, SPARK_TYPES, ShapePlan, expressions, plan_frame, plan_shapes, text_paths
+from .parse import ParsedBody
 from .schema import Column, CuratedSchema, Evolution, Observed, column_name, evolve, load_schema_file, observe
 from .settings import Curation
 from .source import landed_source
@@ -46,7 +47,8 @@ __all__ = ["ContractViolation", "CuratedResult", "curate_hour", "dedupe_earliest
            "open_curated", "utc_hours"]
 
 LANDED_COLUMNS = ("event_id", "batch_id", "event_time", "ingest_time", "headers", "body", "seq")
-_VARIANT = "_parsed"
+_SHAPE = "_shape"  # the variant schema of the parsed body (schema_of_variant), "NULL" when it does not parse
+_FIELDS = "_fields"  # the row's fields as the typed reads take them (ParsedBody.fields)
 
 
 @dataclass(frozen=True)
@@ -158,12 +160,6 @@ def _read_window(spark: SparkSession, files: list[str], start: datetime, end: da
     return frame.where((micros >= F.lit(_epoch_us(start))) & (micros < F.lit(_epoch_us(end))))
 
 
-def _present(value: SparkColumn) -> SparkColumn:
-    from pyspark.sql import functions as F
-
-    return value.isNotNull() & ~F.is_variant_null(value)
-
-
 def _header_columns(curation: Curation) -> list[Column]:
     return [Column(column_name(("header", name)).replace("header__", "header_", 1), "string", (name,), "header")
             for name in curation.header_columns]
@@ -190,10 +186,13 @@ class _Hour:
     def __init__(self, spark: SparkSession, table: CuratedTable, curation: Curation, channel: str,
                  hour: pendulum.DateTime) -> None:
         self.spark, self.table, self.curation, self.channel, self.hour = spark, table, curation, channel, hour
+        self.shapes: list[str] = []
+        self.parsed = ParsedBody(spark, curation.parser, curation.pattern) if curation.parser != "none" else None
 
     def evolution(self, rows: DataFrame) -> Evolution:
         """The schema after this hour's rows: the columns added to the recorded ones (header
-        columns, a schema file's, new fields) and the new fields the contract refused."""
+        columns, a schema file's, new fields) and the new fields the contract refused. The
+        distinct shapes of the rows are kept (:attr:`shapes`) for :meth:`plans`."""
         from pyspark.sql import functions as F
 
         recorded = self.table.schema() or CuratedSchema()
@@ -202,75 +201,88 @@ class _Hour:
         base = base.plus(headers)
         if self.curation.schema_file:
             base = _fixed_schema(self.curation, base)
-        if self.curation.parser == "none":
+        if self.parsed is None:
             return Evolution(base, tuple(c for c in base.columns if c not in recorded.columns), {})
-        shapes = rows.groupBy(F.schema_of_variant(F.col(_VARIANT)).alias("shape")).count().collect()
+        counted = rows.groupBy(F.col(_SHAPE).alias("shape")).count().collect()
+        self.shapes = [str(r["shape"]) for r in counted]
         observed: Mapping[tuple[str, ...], Observed] = observe(
-            ((str(r["shape"]), int(r["count"])) for r in shapes if str(r["shape"]).startswith("OBJECT<")),
+            ((str(r["shape"]), int(r["count"])) for r in counted if str(r["shape"]).startswith("OBJECT<")),
             self.curation.max_depth)
         found = evolve(base, observed, self.curation.contract, fixed=bool(self.curation.schema_file),
                        declared=self.curation.types)
         added = tuple(c for c in found.schema.columns if c not in recorded.columns)
         return Evolution(found.schema, added, found.refused)
 
-    def refuse_frozen(self, rows: DataFrame, evolution: Evolution, columns: list[Column]) -> None:
+    def plans(self, evolution: Evolution) -> list[ShapePlan]:
+        body = [c for c in evolution.schema.columns if c.source == "body"]
+        return plan_shapes(self.shapes, body, evolution.refused, self.curation.max_depth)
+
+    def _with_plans(self, rows: DataFrame, plans: list[ShapePlan], columns: list[Column]) -> DataFrame:
+        """``rows`` with the plan of their shape (broadcast join) and their parsed fields."""
+        from pyspark.sql import functions as F
+
+        assert self.parsed is not None
+        joined = rows.join(F.broadcast(plan_frame(self.spark, plans, _SHAPE)), _SHAPE, "left")
+        return joined.withColumn(_FIELDS, self.parsed.fields(text_paths(columns)))
+
+    def refuse_frozen(self, rows: DataFrame, evolution: Evolution, plans: list[ShapePlan]) -> None:
         """``freeze``: a new field, or a value that does not fit its column, fails the run
         (before anything is written), naming it and the first event (by id) that has it."""
         from pyspark.sql import functions as F
 
-        variant = F.col(_VARIANT)
-        probes: dict[str, SparkColumn] = {}
-        for path, (name, mode) in evolution.refused.items():
-            if mode == "freeze":
-                probes[f"new:{'.'.join(path)}:{name}"] = _present(F.variant_get(variant, json_path(path), "variant"))
-        if self.curation.contract.data_type == "freeze":
-            typed = expressions(variant, F.col("body"), columns, {}, "freeze")
-            probes.update({f"type:{name}": misfit for name, misfit in typed.misfits.items()})
-        if not probes:
-            return
-        aliases = {key: f"p{i}" for i, key in enumerate(probes)}
-        first = rows.agg(*(F.min(F.when(cond, F.col("event_id"))).alias(aliases[k]) for k, cond in probes.items()))
-        found = first.collect()[0].asDict()
-        for key, alias in aliases.items():
-            event = found[alias]
-            if event is None:
-                continue
-            kind, _, rest = key.partition(":")
-            if kind == "new":
-                dotted, _, name = rest.rpartition(":")
+        for plan in plans:
+            for path in plan.frozen:
+                name = evolution.refused[path][0]
+                shapes = [p.shape for p in plans if path in p.frozen]
+                event = rows.where(F.col(_SHAPE).isin(shapes)).agg(F.min("event_id")).collect()[0][0]
                 raise ContractViolation(
-                    f"channel {self.channel}, hour {self.hour.isoformat()}: field {dotted} (column {name}) is not in "
-                    f"the table's schema and the contract freezes columns (curated contract.columns = \"freeze\"); "
-                    f"first in event {event}. Add the column to the schema file, or let it in "
+                    f"channel {self.channel}, hour {self.hour.isoformat()}: field {'.'.join(path)} (column {name}) is "
+                    f"not in the table's schema and the contract freezes columns (curated contract.columns = "
+                    f"\"freeze\"); first in event {event}. Add the column to the schema file, or let it in "
                     f"(contract.columns = \"evolve\", or a column_patterns entry for {name})")
-            column = next(c for c in columns if c.name == rest)
-            raise ContractViolation(
-                f"channel {self.channel}, hour {self.hour.isoformat()}: a value of field {'.'.join(column.path)} "
-                f"does not fit column {column.name} ({column.type}) and the contract freezes data types (curated "
-                f"contract.data_type = \"freeze\"); first in event {event}. Fix the producer, or rescue such values "
-                "(contract.data_type = \"discard_value\" or \"evolve\")")
+        if self.curation.contract.data_type != "freeze" or self.parsed is None:
+            return
+        suspects = [p.shape for p in plans if p.misfit or p.check]
+        if not suspects:
+            return
+        columns = [c for c in evolution.schema.columns if c.source == "body"]
+        joined = self._with_plans(rows.where(F.col(_SHAPE).isin(suspects)), plans, columns)
+        exprs = expressions(self.parsed, F.col(_FIELDS), F.col(_SHAPE), columns, {}, "freeze")
+        names = list(exprs.misfits)
+        found = joined.agg(*(F.min(F.when(exprs.misfits[n], F.col("event_id"))).alias(f"m{i}")
+                             for i, n in enumerate(names))).collect()[0]
+        for i, name in enumerate(names):
+            if found[f"m{i}"] is not None:
+                column = next(c for c in columns if c.name == name)
+                raise ContractViolation(
+                    f"channel {self.channel}, hour {self.hour.isoformat()}: a value of field "
+                    f"{'.'.join(column.path)} does not fit column {column.name} ({column.type}) and the contract "
+                    f"freezes data types (curated contract.data_type = \"freeze\"); first in event "
+                    f"{found[f'm{i}']}. Fix the producer, or rescue such values (contract.data_type = "
+                    "\"discard_value\" or \"evolve\")")
 
-    def typed(self, rows: DataFrame, schema: CuratedSchema, evolution: Evolution) -> DataFrame:
+    def typed(self, rows: DataFrame, schema: CuratedSchema, evolution: Evolution,
+              plans: list[ShapePlan]) -> DataFrame:
         """The rows with the schema's columns, and ``_dropped`` (a contract drops the row) and
         ``_unparsed`` (the body did not parse into an object)."""
         from pyspark.sql import functions as F
 
         values = partition_values(self.hour)
-        keep = [c for c in LANDED_COLUMNS if c != "body" or self.curation.keep_body or self.curation.parser == "none"]
+        keep = [c for c in LANDED_COLUMNS if c != "body" or self.curation.keep_body or self.parsed is None]
         selected: list[SparkColumn] = [F.col(c) for c in keep]
         header = [c for c in schema.columns if c.source == "header"]
         selected += [F.col("headers")[c.path[0]].alias(c.name) for c in header]
         unparsed: SparkColumn = F.lit(False)  # parser "none": nothing to parse
         dropped: SparkColumn = F.lit(False)
-        if self.curation.parser != "none":
+        if self.parsed is not None:
             body = [c for c in schema.columns if c.source == "body"]
-            exprs = expressions(F.col(_VARIANT), F.col("body"), body, evolution.refused,
+            rows = self._with_plans(rows, plans, body)
+            exprs = expressions(self.parsed, F.col(_FIELDS), F.col(_SHAPE), body, evolution.refused,
                                 self.curation.contract.data_type)
             selected += [exprs.values[c.name].cast(SPARK_TYPES[c.type]).alias(c.name) for c in body]
             selected.append(exprs.rescued.alias(RESCUED))
-            if exprs.dropped is not None:
-                dropped = exprs.dropped
-            unparsed = F.col(_VARIANT).isNull() & F.col("body").isNotNull()
+            dropped = exprs.dropped
+            unparsed = ~F.col(_SHAPE).startswith("OBJECT<") & F.col("body").isNotNull()
         selected += [F.lit(values[name]).alias(name) for name in PARTITION_COLUMNS]
         selected.append(dropped.alias("_dropped"))
         return rows.select(*selected, unparsed.alias("_unparsed"))
@@ -300,8 +312,6 @@ def curate_hour(spark: SparkSession, landing: LandingConfig, curated_root: str, 
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from .parse import parsed_body
-
     curation = curation or Curation()
     table_format = curation.table_format(landing.format)
     hours = utc_hours(start, end)
@@ -312,23 +322,26 @@ def curate_hour(spark: SparkSession, landing: LandingConfig, curated_root: str, 
 
     order = Window.partitionBy("event_id").orderBy(F.col("ingest_time").asc_nulls_last(),
                                                    F.col("batch_id").asc_nulls_last())
-    ranked = _read_window(spark, files, start, end).withColumn("_rank", F.row_number().over(order)).persist()
+    ranked = _read_window(spark, files, start, end).withColumn("_rank", F.row_number().over(order))
+    if building.parsed is not None:  # the shape of each kept row, computed once and cached with it
+        shape = F.coalesce(F.schema_of_variant(building.parsed.variant()), F.lit("NULL"))
+        ranked = ranked.withColumn(_SHAPE, F.when(F.col("_rank") == 1, shape))
+    ranked = ranked.persist()
     built = None
     try:
         total = ranked.count()
         rows = ranked.where(F.col("_rank") == 1).drop("_rank")
-        if curation.parser != "none":
-            variant = parsed_body(spark, curation.parser, curation.pattern)
-            rows = rows.withColumn(_VARIANT, variant)
-            rows = rows.withColumn(_VARIANT, F.when(F.schema_of_variant(F.col(_VARIANT)).startswith("OBJECT<"),
-                                                    F.col(_VARIANT)))
         created = table.schema() is None
         evolution = building.evolution(rows)
         schema = evolution.schema
-        building.refuse_frozen(rows, evolution, [c for c in schema.columns if c.source == "body"])
-        built = building.typed(rows, schema, evolution).persist()
+        plans = building.plans(evolution) if building.parsed is not None else []
+        building.refuse_frozen(rows, evolution, plans)
+        built = building.typed(rows, schema, evolution, plans).persist()
         stats = _counts(built, evolution)
-        kept = built.where(~F.col("_dropped")).drop("_dropped", "_unparsed").orderBy("event_time", "event_id")
+        # one file per hour, in event order (one shuffle into one partition and a local sort:
+        # no range-partitioning sample job, as orderBy would run)
+        kept = (built.where(~F.col("_dropped")).drop("_dropped", "_unparsed").repartition(1)
+                .sortWithinPartitions("event_time", "event_id"))
         change = None
         if evolution.added:
             change = SchemaChange(added=[c.to_json() for c in evolution.added],
@@ -336,9 +349,9 @@ def curate_hour(spark: SparkSession, landing: LandingConfig, curated_root: str, 
                                   batches=stats["batches"])
         path = table.replace_hour(kept, hours[0], schema, change)
     finally:
-        ranked.unpersist()
-        if built is not None:
-            built.unpersist()
+        for frame in (ranked, built):
+            if frame is not None:
+                frame.unpersist()
     window = (pendulum.instance(start).in_timezone("UTC").isoformat(),
               pendulum.instance(end).in_timezone("UTC").isoformat())
     kept_rows = stats["rows"] - stats["dropped"]

@@ -36,7 +36,7 @@ from typing import Any, Literal
 from ..errors import ConfigError
 
 __all__ = ["COLUMN_TYPES", "RESERVED", "Column", "ColumnType", "Contract", "CuratedSchema", "Evolution", "Mode",
-           "Observed", "column_name", "evolve", "load_schema_file", "observe", "parse_variant_type"]
+           "Observed", "column_name", "evolve", "fields_of", "load_schema_file", "observe", "parse_variant_type"]
 
 ColumnType = Literal["boolean", "long", "double", "string", "json", "array<boolean>", "array<long>",
                      "array<double>", "array<string>"]
@@ -225,6 +225,28 @@ def _walk(fields: Mapping[str, Any], prefix: tuple[str, ...], rows: int, depth: 
         column_type = _type_of(value)
         if column_type is not None:
             found.setdefault(path, Observed(path)).add(column_type, rows)
+
+
+def fields_of(shape: str, max_depth: int = 3) -> dict[tuple[str, ...], str | None]:
+    """Every field of one row's shape (its ``schema_of_variant``), flattened like :func:`observe`,
+    with its column type (None: JSON null), and every nested object on the way as ``"object"``
+    (a column of that path may exist from older rows: an object does not fit it)."""
+    found: dict[tuple[str, ...], str | None] = {}
+    value = parse_variant_type(shape) if shape and shape != "NULL" else None
+    if isinstance(value, dict):
+        _fields(value, (), max_depth, found)
+    return found
+
+
+def _fields(fields: Mapping[str, Any], prefix: tuple[str, ...], depth: int,
+            found: dict[tuple[str, ...], str | None]) -> None:
+    for name, value in fields.items():
+        path = (*prefix, name)
+        if isinstance(value, dict) and depth > 1:
+            found[path] = "object"
+            _fields(value, path, depth - 1, found)
+        else:
+            found[path] = _type_of(value)
 
 
 def _type_of(value: Any) -> ColumnType | None:
