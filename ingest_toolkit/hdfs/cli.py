@@ -46,7 +46,8 @@ def fetch_command(with_s3: bool) -> None:
 @click.option("--http-port", default=0, show_default=True, help="NameNode web UI port (0: any free port).")
 @click.option("--datanodes", default=1, show_default=True, type=click.IntRange(1, 8), help="Number of DataNodes.")
 @click.option("--conf", "conf_pairs", multiple=True, metavar="KEY=VALUE",
-              help="Any Hadoop setting of the cluster, e.g. dfs.replication=1 (repeatable).")
+              help="Any Hadoop setting of the cluster (repeatable), e.g. dfs.replication=1: the cluster's "
+                   "default, which <data>/client-conf passes on to clients (a file gets its writer's).")
 def start_command(data_dir: Path, port: int, http_port: int, datanodes: int, conf_pairs: tuple[str, ...]) -> None:
     """Start a NameNode and DATANODES DataNodes in one JVM and serve until SIGTERM or Ctrl-C.
 

@@ -103,7 +103,10 @@ def test_dagster_on_hdfs_landing_sensor_retry_curated_and_every_check(
             "checkpoint_fresh": True,
             "recovery_losses_acknowledged": True,
             "backlog_below_capacity": True, "landed_reconciles": True, "landed_no_duplicate_event_ids": True,
-            "curated_no_duplicate_event_ids": True}, {n: e.description for n, e in checks.items()}
+            "landed_fully_replicated": True,
+            "curated_no_duplicate_event_ids": True, "curated_covers_landed": True, "curated_schema_drift": True,
+            "curated_rescued_below_threshold": True, "curated_rows_discarded": True}, {
+            n: e.description for n, e in checks.items()}
         assert checks["landed_reconciles"].metadata["landed_rows"].value == 250
         assert checks["landed_reconciles"].metadata["takes_committed"].value == 250
 
