@@ -54,7 +54,7 @@ def test_the_shipped_conf_lands_into_hdfs_exactly_once(tmp_path: Path, hdfs_root
     first = run_land(args, env)
     assert first.returncode == 0, first.stderr[-3000:]
     doc = json.loads(first.stdout)
-    assert doc["root"] == hdfs_root and doc["totals"]["events"] == 700
+    assert doc["root"] == hdfs_root and doc["totals"]["events"] == 700 and doc["totals"]["temp_files_pending"] == 0
     assert doc["runs"][0]["manifest_uri"] == f"{hdfs_root}/events/_manifests/000000000001.json"
     again = run_land(args, env)  # nothing left: lands nothing, adds no manifest
     assert again.returncode == 0 and json.loads(again.stdout)["totals"]["taken"] == 0, again.stderr[-2000:]
