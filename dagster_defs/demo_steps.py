@@ -48,8 +48,8 @@ from ingest_toolkit.dagster.instance import ensure_pool_limits, write_instance_y
 from ingest_toolkit.errors import ConfigError, IngestError
 from ingest_toolkit.orchestrate.settings import conf_dir, load_orchestration_settings
 
-__all__ = ["DEMO_CHECKPOINT_INTERVAL", "DEMO_TREE", "Agent", "DemoError", "DemoPaths", "clear", "prepare_instance",
-           "use_demo_configuration", "wait_ingested", "write_demo_conf", "write_spool_files"]
+__all__ = ["DEMO_CHECKPOINT_INTERVAL", "DEMO_TREE", "Agent", "DemoError", "DemoPaths", "clear", "pin_replication",
+           "prepare_instance", "use_demo_configuration", "wait_ingested", "write_demo_conf", "write_spool_files"]
 
 DEMO_TREE = Path("var") / "demo"
 
@@ -214,6 +214,17 @@ def _agent_document(paths: DemoPaths) -> Any:
     spool["dir"] = str(paths.spool)
     doc["sources"] = {paths.spool_source: spool}  # the other sources (ports, tailed files) are not the demo's
     return doc
+
+
+def pin_replication(paths: DemoPaths, replication: int) -> None:
+    """``spark.hadoop.dfs.replication`` in the demo's landing.toml (``--hdfs``), unless it names
+    one already: every Spark client the demo's configuration starts writes with it."""
+    path = paths.conf / "landing.toml"
+    landing = _document(path)
+    conf = _table(_table(landing, "spark"), "conf")
+    if "spark.hadoop.dfs.replication" not in conf:
+        conf["spark.hadoop.dfs.replication"] = str(replication)
+        path.write_text(tomlkit.dumps(landing))
 
 
 def _document(path: Path) -> Any:

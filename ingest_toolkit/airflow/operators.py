@@ -174,6 +174,8 @@ _RUN: dict[str, _Check] = {
                                                                           spark, token=job.token),
     "landed_no_duplicate_event_ids": lambda job, spark, _run: data_checks.landed_no_duplicate_event_ids(
         job.spec, job.settings, job.landing.root, spark),
+    "landed_fully_replicated": lambda job, spark, _run: data_checks.landed_fully_replicated(
+        job.spec, job.settings, job.landing.root, spark),
     "curated_no_duplicate_event_ids": lambda job, spark, _run: curated_checks.curated_no_duplicate_event_ids(
         job.spec, job.settings, job.landing, job.settings.curated_root, spark),
     "curated_covers_landed": lambda job, spark, run: curated_checks.curated_covers_landed(

@@ -3,7 +3,8 @@
 On the channel asset: ``refcounts_match_recount``, ``referenced_logs_intact``,
 ``drained_logs_deleted``, ``checkpoint_fresh``, ``recovery_losses_acknowledged``,
 ``backlog_below_capacity`` (WARN). On the landed
-table: ``landed_reconciles``, ``landed_no_duplicate_event_ids``. On the curated table:
+table: ``landed_reconciles``, ``landed_no_duplicate_event_ids``, ``landed_fully_replicated`` (WARN;
+HDFS only). On the curated table:
 ``curated_no_duplicate_event_ids``, ``curated_covers_landed``, and, judging the hours the run built,
 ``curated_schema_drift`` (WARN), ``curated_rescued_below_threshold``, ``curated_rows_discarded``
 (WARN). docs/runbook.md has a section per check (meaning, what to
@@ -107,9 +108,13 @@ def build_data_checks(spec: ChannelSpec, settings: OrchestrationSettings, keys: 
         return asset_check_result(data.landed_no_duplicate_event_ids(spec, settings, landing.config().root,
                                                                      spark.session))
 
-    if not curated:
-        return [reconcile, landed_unique]
-    return [reconcile, landed_unique, *build_curated_checks(spec, settings, keys, partitions)]
+    @_check(landed_key(spec.node), "landed_fully_replicated", settings, landing_spark)
+    def replicated(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        landing, spark = keys.landing_of(context), keys.spark_of(context)
+        return asset_check_result(data.landed_fully_replicated(spec, settings, landing.config().root, spark.session))
+
+    landed = [reconcile, landed_unique, replicated]
+    return [*landed, *build_curated_checks(spec, settings, keys, partitions)] if curated else landed
 
 
 _LATEST = 24  # a run of the checks alone judges the latest build of this many partitions

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .config import LandingConfig
@@ -43,10 +44,16 @@ def land_until_empty(source: TakeSource, config: LandingConfig, spark: SparkSess
 
     Results are in completion order. The first failure (a LandingError) is raised after the
     batch in flight with it has finished; batches that completed before it stay landed.
-    ``overlap=False`` runs the batches one after another in this thread.
+    ``overlap=False`` runs the batches one after another in this thread. Every result carries the
+    ``temp_files_pending`` of the one recovery.
     """
-    _recover(source.name, config, spark)
-    progress = _Progress(max_runs, source.backlog())
+    pending = _recover(source.name, config, spark)
+    results = _drain(source, config, spark, _Progress(max_runs, source.backlog()), overlap)
+    return [replace(r, temp_files_pending=pending) for r in results]
+
+
+def _drain(source: TakeSource, config: LandingConfig, spark: SparkSession | None, progress: _Progress,
+           overlap: bool) -> list[LandingResult]:
     if not overlap:
         return _sequential(source, config, spark, progress)
     results: list[LandingResult] = []
@@ -100,9 +107,11 @@ class _Progress:
             self.stalled += 1
 
 
-def _recover(channel: str, config: LandingConfig, spark: SparkSession | None) -> None:
-    """Recovery of earlier runs, once for the whole drain; it fails as a run's own recovery does."""
-    before_take(channel, "recovering earlier runs", lambda: open_landed(config, channel, spark).recover(), config.root)
+def _recover(channel: str, config: LandingConfig, spark: SparkSession | None) -> int:
+    """Recovery of earlier runs, once for the whole drain; it fails as a run's own recovery does.
+    Returns the temporary files of killed commits it kept (younger than the grace period)."""
+    return int(before_take(channel, "recovering earlier runs", lambda: open_landed(config, channel, spark).recover(),
+                           config.root))
 
 
 def _sequential(source: TakeSource, config: LandingConfig, spark: SparkSession | None,

@@ -51,7 +51,7 @@ from .curated_checks import (
     curated_schema_drift,
 )
 from .curation import CuratedResult, build_curated_partition, hour_of_landed_dir, hourly_windows
-from .data_checks import landed_no_duplicate_event_ids, landed_reconciles
+from .data_checks import landed_fully_replicated, landed_no_duplicate_event_ids, landed_reconciles
 from .landing import agent_status, agent_token, channel_route, land, landing_lines, landing_metadata
 from .log_presence import referenced_logs_intact
 from .remote import AgentAccess, AgentState, AgentUnreachable, LocalState, state_source
@@ -83,6 +83,7 @@ __all__ = ["CHECKS", "SEVERITIES", "AgentAccess", "AgentState", "AgentUnreachabl
            "channel_route", "channel_spec", "check_description", "checkpoint_fresh", "curated_covers_landed",
            "curated_no_duplicate_event_ids", "curated_rescued_below_threshold", "curated_rows_discarded",
            "curated_schema_drift", "decide", "drain_decision", "drained_logs_deleted", "evaluate_landing",
-           "hour_of_landed_dir", "hourly_windows", "land", "landed_no_duplicate_event_ids", "landed_reconciles",
+           "hour_of_landed_dir", "hourly_windows", "land", "landed_fully_replicated", "landed_no_duplicate_event_ids",
+           "landed_reconciles",
            "landing_lines", "landing_metadata", "load_channel_specs", "load_orchestration_settings",
            "missing_directory", "referenced_logs_intact", "refcounts_match_recount", "runbook_ref", "task_spark"]

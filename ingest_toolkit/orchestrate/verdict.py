@@ -104,6 +104,9 @@ CHECKS: dict[str, CheckInfo] = dict([
           "Events in the landing manifests == rows in the landed table (== takes committed by the channel when the "
           "landing is its only taker)."),
     _info("landed_no_duplicate_event_ids", "landed", Severity.ERROR, "Every event_id occurs once in the landed table."),
+    _info("landed_fully_replicated", "landed", Severity.WARN,
+          "On HDFS, every landed file has the replicas it asks for and asks for at least the cluster's dfs.replication "
+          "(a file gets its writer's client setting; warning). A root not on HDFS passes with a note."),
     _info("curated_no_duplicate_event_ids", "curated", Severity.ERROR,
           "Every event_id occurs once in the curated partitions."),
     _info("curated_covers_landed", "curated", Severity.ERROR,

@@ -23,7 +23,8 @@ pytestmark = pytest.mark.integration
 
 CHANNEL_CHECKS = ["refcounts_match_recount", "referenced_logs_intact", "drained_logs_deleted", "checkpoint_fresh",
                   "recovery_losses_acknowledged", "backlog_below_capacity"]
-LANDED_CHECKS = ["landed_reconciles", "landed_no_duplicate_event_ids"]
+LANDED_CHECKS = ["landed_reconciles", "landed_no_duplicate_event_ids", "landed_fully_replicated"]
+DUPLICATE_CHECKS = ["landed_reconciles", "landed_no_duplicate_event_ids"]  # what a copied landed file fails
 T08 = hour_ms("2026-11-20T08:00:00+00:00")
 
 
@@ -129,7 +130,8 @@ def test_an_error_verdict_fails_its_task_and_a_warning_passes(tmp_path: Path, mo
     broken = run_dag("ingest_events")
     assert broken.state == "failed"
     assert broken.tasks["land"] == "success"
-    assert {t: broken.tasks[t] for t in LANDED_CHECKS} == dict.fromkeys(LANDED_CHECKS, "failed")
+    assert {t: broken.tasks[t] for t in DUPLICATE_CHECKS} == dict.fromkeys(DUPLICATE_CHECKS, "failed")
+    assert broken.tasks["landed_fully_replicated"] == "success"  # a local root: passes with a note
     assert {t: broken.tasks[t] for t in CHANNEL_CHECKS} == dict.fromkeys(CHANNEL_CHECKS, "success")
 
 

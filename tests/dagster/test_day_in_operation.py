@@ -144,7 +144,7 @@ def test_a_day_in_operation_on_the_shipped_configuration(tmp_path: Path, monkeyp
 
         output, _ = demo.communicate(timeout=300)
         assert demo.returncode == 0, output[-4000:]
-        assert "8 of 8 checks passed" in output and f"{root / 'var' / 'demo'}" in output
+        assert "14 of 14 checks passed" in output and f"{root / 'var' / 'demo'}" in output
         assert agent.poll() is None and _status(address)["live"]["puts_committed"] == 3200
         checkpoint = live / "channels" / "events" / "checkpoint"
         assert (checkpoint / "channel.id").read_text() == identity  # the same channel, never recreated

@@ -26,7 +26,7 @@ def test_demo_runs_the_whole_pipeline_through_a_real_agent(tmp_path: Path) -> No
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
-    assert "13 of 13 checks passed" in output
+    assert "14 of 14 checks passed" in output
     assert "curated table (parquet): 3 of 1200 rows, typed columns" in output  # the three rows it prints
     assert "from agent 127.0.0.1:" in output  # the landing found the demo's agent and took through it
     tree = tmp_path / "var" / "demo"

@@ -121,6 +121,7 @@ def test_land_backfill_curated_and_check(tmp_path: Path, spark: SparkSession) ->
             "refcounts_match_recount": True, "referenced_logs_intact": True, "drained_logs_deleted": True,
             "checkpoint_fresh": True, "recovery_losses_acknowledged": True,
             "backlog_below_capacity": True, "landed_reconciles": True, "landed_no_duplicate_event_ids": True,
+            "landed_fully_replicated": True,
             "curated_no_duplicate_event_ids": True, "curated_covers_landed": True, "curated_schema_drift": True,
             "curated_rescued_below_threshold": True, "curated_rows_discarded": True}, {
             n: e.description for n, e in checks.items()}
