@@ -172,6 +172,7 @@ def _dagster_day(address: str, agent_pid: int, live: Path) -> None:
     from dagster_defs.demo_pipeline import landed_partition_keys
     from ingest_toolkit.dagster.naming import checks_job_name, curated_job_name, landed_key, landing_op_name
     from ingest_toolkit.orchestrate.settings import load_orchestration_settings
+    from ingest_toolkit.orchestrate.verdict import CHECKS
 
     defs = load_defs()
     with dg.instance_for_test() as instance:
@@ -186,5 +187,5 @@ def _dagster_day(address: str, agent_pid: int, live: Path) -> None:
             assert curate.execute_in_process(instance=instance, partition_key=key).success
         checks = defs.resolve_job_def(checks_job_name("events")).execute_in_process(
             instance=instance, raise_on_error=False).get_asset_check_evaluations()
-        assert len(checks) == 8 and all(c.passed for c in checks), [(c.check_name, c.description) for c in checks
-                                                                    if not c.passed]
+        failed = [(c.check_name, c.description) for c in checks if not c.passed]
+        assert len(checks) == len(CHECKS) and not failed, failed

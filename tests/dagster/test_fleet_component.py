@@ -52,7 +52,7 @@ def test_with_curate_off_an_instance_leaves_the_shared_table_to_the_other(projec
     assert {"curate_agg1_events", "land_agg2_events", "check_agg2_events"} <= names["jobs"]
     assert "curate_agg2_events" not in names["jobs"] and "curated_sensor_agg2_events" not in names["sensors"]
     agg2_checks = {check for check in names["checks"] if check.startswith("agg2_")}
-    assert len(agg2_checks) == 8 and not {check for check in agg2_checks if "_curated:" in check}
+    assert len(agg2_checks) == 9 and not {check for check in agg2_checks if "_curated:" in check}
 
 
 def test_an_agent_that_does_not_answer_is_a_skip_naming_it(project: Path) -> None:  # noqa: F811
