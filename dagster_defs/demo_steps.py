@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pendulum
 import tomlkit
 from rich.console import Console
 
@@ -196,8 +197,15 @@ def write_demo_conf(paths: DemoPaths) -> None:
     (paths.conf / "landing.toml").write_text(header.format(paths.source_landing_conf) + tomlkit.dumps(landing))
     source = paths.source_conf / "dagster.toml"
     dagster = _document(source) if source.exists() else tomlkit.document()
-    _table(dagster, "dagster").update(agent_conf=str(paths.agent_conf), landing_conf=str(paths.conf / "landing.toml"),
-                                      curated_root=paths.curated_root)
+    settings = _table(dagster, "dagster")
+    settings.update(agent_conf=str(paths.agent_conf), landing_conf=str(paths.conf / "landing.toml"),
+                    curated_root=paths.curated_root)
+    if str(settings.get("partitions_start", "auto")) == "auto":
+        # The demo's events are stamped from now on: its curated partitions start at this hour, so
+        # the UI shows no empty hour before them as missing (a deployment's auto start reaches
+        # partitions_lookback_days back for late data and history).
+        zone = str(settings.get("timezone", "UTC"))
+        settings["partitions_start"] = pendulum.now(zone).start_of("hour").format("YYYY-MM-DD-HH:mm")
     (paths.conf / "dagster.toml").write_text(header.format(source) + tomlkit.dumps(dagster))
 
 
