@@ -12,10 +12,13 @@ the most headers of one event). Bodies, header keys and values become Arrow arra
 Whatever the vectorized path does not accept exactly, it does not decode: a frame that fails a
 check, a payload in a shape other than ``[body] entry*`` with entries ``[key] [value]`` (fields
 in another order, a field twice, unknown fields, varints over 5 bytes), keys or values that are
-not UTF-8. :meth:`ArrowBuilder.add_run` then returns False and the reader decodes the run on the
-exact path, from the same bytes: a damaged frame raises the same ``CorruptLogError``, an unusual
-payload decodes to the same event. For every run it accepts, the result equals the exact path's
-(``tests/channel/test_take_arrow.py`` compares them).
+not UTF-8, an event with a key twice (protobuf's map keeps one). :meth:`ArrowBuilder.add_run`
+then returns False and the reader decodes the run on the exact path, from the same bytes: a
+damaged frame raises the same ``CorruptLogError``, an unusual payload decodes to the same event.
+Every field is bounded by the payload (or entry) holding it, so each payload is decoded as if
+alone, as ``codec.decode_put`` decodes it: for every run it accepts, the result equals the exact
+path's (``tests/channel/test_take_arrow.py`` compares them) and the reference's
+(``tests/channel/test_put_decoders.py``).
 """
 
 from __future__ import annotations
@@ -221,7 +224,31 @@ def _decode(buf: bytes, positions: _Ints) -> _Part:
         values = _slices(buf, value_start, value_end).cast(pa.string())
     except pa.ArrowInvalid:
         raise _Unusual from None
+    _require(_distinct_keys(keys, counts))
     return _Part(seqs, counts, _slices(buf, body_start, body_end), keys, values)
+
+
+_PAIRWISE: Final = 8  # events of at most this many headers: keys compared pairwise, else sorted
+
+
+def _distinct_keys(keys: pa.Array, counts: _Ints) -> bool:
+    """Whether no event holds a key twice. Protobuf's map keeps one entry per key (the last
+    value, at the first's place), so such an event is left to the exact path."""
+    most = int(counts.max()) if counts.size else 0
+    if most < 2:
+        return True
+    codes = keys.dictionary_encode().indices.to_numpy(zero_copy_only=False).astype(np.int64)  # a code per key
+    starts = np.cumsum(counts) - counts  # the entries of an event are consecutive (payload order)
+    if most <= _PAIRWISE:
+        for later in range(1, most):
+            events = starts[counts > later]
+            codes_later = codes[events + later]
+            if any(bool((codes[events + earlier] == codes_later).any()) for earlier in range(later)):
+                return False
+        return True
+    owners = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+    pairs = owners * (int(codes.max()) + 1) + codes
+    return bool(np.unique(pairs).size == pairs.size)
 
 
 def _check_frames(buf: bytes, data: np.ndarray[Any, np.dtype[np.uint8]], positions: _Ints) -> tuple[_Ints, _Ints]:
