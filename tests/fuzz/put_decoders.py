@@ -38,8 +38,8 @@ from ingest_toolkit.channel import format as fmt
 from ingest_toolkit.channel.codec import EventColumns, decode_put, decode_puts, encode_put
 from ingest_toolkit.errors import CorruptLogError
 
-__all__ = ["DECODERS", "Refused", "Triple", "check_agreement", "encode_varint", "frames", "put_payloads",
-           "reference", "triples"]
+__all__ = ["DECODERS", "Refused", "Triple", "assert_agreement", "check_agreement", "encode_varint", "frames",
+           "outcomes", "put_payloads", "reference", "triples"]
 
 Triple = tuple[bytes, dict[str, str], int]
 PATH = "log-1"
@@ -163,18 +163,31 @@ def _agrees(expected: list[Triple] | Refused, got: Outcome) -> bool:
     return got == expected
 
 
+def outcomes(payloads: Sequence[bytes], seqs: Sequence[int]) -> dict[str, Outcome]:
+    """What every decoder makes of ``payloads``: events, a refusal, or (vectorized) declined.
+    AssertionError naming the decoder when one returns an event with a key twice."""
+    got: dict[str, Outcome] = {}
+    for name, decode in DECODERS.items():
+        try:
+            got[name] = decode(payloads, seqs)
+        except AssertionError as err:
+            raise AssertionError(f"{name} on {_shown(payloads)}: {err}") from None
+    return got
+
+
+def assert_agreement(payloads: Sequence[bytes], expected: list[Triple] | Refused, got: dict[str, Outcome]) -> None:
+    """AssertionError naming the first decoder whose outcome is not the reference's."""
+    for name, outcome in got.items():
+        assert _agrees(expected, outcome), (f"{name} disagrees with decode_put on {_shown(payloads)}:\n"
+                                            f"  reference: {_shown(expected)}\n  {name}: {_shown(outcome)}")
+
+
 def check_agreement(payloads: Sequence[bytes], seqs: Sequence[int] | None = None) -> list[Triple] | Refused:
     """AssertionError unless every decoder agrees with :func:`reference` on ``payloads``; the
     reference's outcome otherwise."""
     seqs = list(range(1000, 1000 + len(payloads))) if seqs is None else seqs
     expected = reference(payloads, seqs)
-    for name, decode in DECODERS.items():
-        try:
-            got = decode(payloads, seqs)
-        except AssertionError as err:
-            raise AssertionError(f"{name} on {_shown(payloads)}: {err}") from None
-        assert _agrees(expected, got), (f"{name} disagrees with decode_put on {_shown(payloads)}:\n"
-                                        f"  reference: {_shown(expected)}\n  {name}: {_shown(got)}")
+    assert_agreement(payloads, expected, outcomes(payloads, seqs))
     return expected
 
 
