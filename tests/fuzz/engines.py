@@ -109,9 +109,10 @@ def run_random(fuzz: Fuzz, after: Callable[[], None], seconds: float, executions
 
 # -- libFuzzer (atheris) ---------------------------------------------------------------------------
 def run_atheris(fuzz: Fuzz, after: Callable[[], None], seconds: float, executions: int, seed: int,
-                on_failure: Callable[[bytes, BaseException], Failure], result: Path) -> None:
+                on_failure: Callable[[bytes, BaseException], Failure], result: Path, artifacts: Path) -> None:
     """Drive ``fuzz`` with libFuzzer; never returns (libFuzzer exits the process). The tally is
-    written to ``result`` every second and when the budget is spent or a call fails."""
+    written to ``result`` every second and when the budget is spent or a call fails; libFuzzer
+    writes what it finds itself (a crash, a timeout) under ``artifacts``."""
     import atheris  # the optional fuzzer: only when asked for
 
     tally, start = Tally(engine="atheris"), time.perf_counter()
@@ -133,8 +134,9 @@ def run_atheris(fuzz: Fuzz, after: Callable[[], None], seconds: float, execution
             saved[0] = now
             _save(tally, start, result)
 
-    args = [sys.argv[0], f"-seed={seed or 1}", "-timeout=0", "-rss_limit_mb=4096", "-max_len=8192",
-            "-print_final_stats=1"]
+    # -timeout: a hang outside the oracle's own limit (2 s per call); atheris counts 0 as 0 s.
+    args = [sys.argv[0], f"-seed={seed or 1}", "-timeout=60", "-rss_limit_mb=4096", "-max_len=8192",
+            "-print_final_stats=1", f"-artifact_prefix={artifacts}/"]
     args += [f"-max_total_time={max(1, int(seconds))}"] if seconds else []
     args += [f"-runs={executions}"] if executions else []
     atheris.Setup(args, one_input)

@@ -91,7 +91,9 @@ def _child(args: argparse.Namespace) -> int:
             return _report(target.name, target.last_input, buffer, err, Path(args.out))
 
         if args.engine == "atheris":
-            run_atheris(fuzz, fixtures.clean, args.seconds, args.executions, args.seed, failed, Path(args.result))
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            run_atheris(fuzz, fixtures.clean, args.seconds, args.executions, args.seed, failed, Path(args.result),
+                        Path(args.out))
         tally = run_random(fuzz, fixtures.clean, args.seconds, args.executions, args.seed, failed)
         tally.save(Path(args.result))
         return 1 if tally.failure else 0
@@ -124,25 +126,29 @@ class _Running:
     name: str
     process: subprocess.Popen[bytes]
     result: Path
+    log: Path
     stopped: bool = False  # terminated after another target failed
 
 
 def _spawn(name: str, args: argparse.Namespace, engine: str, seconds: float, work: Path, index: int) -> _Running:
-    result = work / f"result-{index}.json"
-    log = (work / f"log-{index}.txt").open("wb")
+    result, log_path = work / f"result-{index}.json", work / f"log-{index}.txt"
+    log = log_path.open("wb")
     command = [sys.executable, "-m", "tests.fuzz.long_run", "--child", name, "--engine", engine,
                "--seconds", str(seconds), "--executions", str(args.executions), "--seed", str(args.seed + index),
                "--out", args.out, "--result", str(result)]
-    return _Running(name, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), result)
+    return _Running(name, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), result, log_path)
 
 
 def _collect(running: _Running, engine: str) -> Tally:
+    """The tally of a finished target; its process ending otherwise than by its budget or an
+    oracle failure (libFuzzer stopping on a timeout, a crash) is a failure too."""
     code = running.process.wait()
     tally = Tally.load(running.result) if running.result.exists() else Tally(engine=engine)
     if running.stopped:
         tally.extra["stopped"] = "after another target's failure"
-    elif code not in (0, 1) and tally.failure is None and engine != "atheris":
-        tally.failure = Failure(error=f"the target's process ended with exit code {code}", input="", path="")
+    elif code != 0 and tally.failure is None:
+        tally.failure = Failure(error=f"the target's process ended with exit code {code}: see {running.log}",
+                                input="", path="")
     return tally
 
 
