@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -23,7 +24,7 @@ from ingest_toolkit.errors import CorruptLogError
 from tests.channel.encryption import with_encryption
 from tests.channel.test_corruption import frames_of_type
 from tests.channel.test_take_arrow import channel_settings, put_payloads
-from tests.fuzz.put_decoders import Refused, check_agreement, encode_varint, triples
+from tests.fuzz.put_decoders import BASE, Refused, check_agreement, encode_varint, frames, triples
 from tests.fuzz.put_decoders import put_payloads as payload_lists
 
 
@@ -105,6 +106,28 @@ def test_long_headers_are_decoded_as_protobuf_does() -> None:
     headers = [{"k": "v" * size, "j": "w"} for size in (127, 128, 16_383, 16_384, 70_000)]
     expected = check_agreement([encode_put(b"b", h) for h in headers] * 20)
     assert [(body, h) for body, h, _seq in expected] == [(b"b", h) for h in headers] * 20  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("keys", "vectorized"), [
+    (["x-request-id", "x-request-ip"], True),  # same length, the first 8 bytes alike: distinct
+    (["a" * 20 + "1", "a" * 20 + "2", "b"], True),
+    (["x-request-id", "host", "x-request-id"], False),  # a key twice: protobuf keeps one
+    (["k" * 130, "k" * 130], False),
+    ([str(n) for n in range(9)] + ["0"], False),  # more headers than compared pairwise
+    ([str(n) for n in range(12)], True),
+])
+def test_the_vectorized_decoder_declines_exactly_the_events_with_a_key_twice(keys: list[str],
+                                                                              vectorized: bool) -> None:
+    entries = b"".join(entry(key.encode(), b"v%d" % n) for n, key in enumerate(keys))
+    payloads = [encode_put(b"x", {"h": "1"}), b"\x0a\x01y" + entries, encode_put(b"z", {})] * 30
+    buf, pointers = frames(payloads, list(range(len(payloads))))
+    try:
+        columnar._decode(buf, np.array(pointers, np.int64) - fmt.make_pointer(1, BASE))
+        accepted = True
+    except columnar._Unusual:
+        accepted = False
+    assert accepted == vectorized
+    check_agreement(payloads)
 
 
 @pytest.mark.parametrize("name", sorted(SEQUENCES))
