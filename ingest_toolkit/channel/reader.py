@@ -163,11 +163,11 @@ class EventReader:
             if opener is not None:  # encrypted: decrypted frame by frame, the exact path decodes
                 exact = EventColumns()
                 self._decode_encrypted(opener, path, buf, start, pointers, i, j, exact)
-                builder.add_columns(exact)
+                builder.add_columns(_arrow_seqs(path, exact, pointers, i))
             elif not builder.add_run(buf, array[i:j], start):
                 exact = EventColumns()
                 _decode_run(path, buf, start, pointers, i, j, exact)
-                builder.add_columns(exact)
+                builder.add_columns(_arrow_seqs(path, exact, pointers, i))
         return builder.finish()
 
     def _arrow_sealed(self, builder: ArrowBuilder, pointers: list[int], array: Any, i: int, j: int) -> None:
@@ -179,7 +179,7 @@ class EventReader:
             if not builder.add_run(plain, array[i:k], base):
                 exact = EventColumns()
                 _decode_run(path, plain, base, pointers, i, k, exact)
-                builder.add_columns(exact)
+                builder.add_columns(_arrow_seqs(path, exact, pointers, i))
             i = k
 
     # -- version 3: sealed runs -----------------------------------------------------------
@@ -344,6 +344,20 @@ class EventReader:
 
 
 _CHUNK = 1 << 20
+_INT64_END = 1 << 63  # the Arrow table's seq column is int64; a frame's seq field is u64
+
+
+def _arrow_seqs(path: str, columns: EventColumns, pointers: list[int], i: int) -> EventColumns:
+    """``columns`` (the events of ``pointers[i:]``, decoded exactly) when every seq fits the
+    Arrow table's int64 column; else CorruptLogError naming the first frame whose does not.
+    The channel assigns seqs from the clock in microseconds, so only a damaged or crafted
+    frame (its CRC recomputed) holds one; the lists of ``take_columns`` keep it as it is."""
+    if columns.seqs and max(columns.seqs) >= _INT64_END:
+        k = next(k for k, seq in enumerate(columns.seqs) if seq >= _INT64_END)
+        raise CorruptLogError(path=path, offset=fmt.pointer_offset(pointers[i + k]),
+                              reason=f"PUT frame sequence number {columns.seqs[k]} does not fit the int64 seq "
+                                     "column of an Arrow take")
+    return columns
 
 
 def _scan_frames(file: File, frames: _Frames, target: int) -> None:
