@@ -180,7 +180,8 @@ def _table(tallies: dict[str, Tally], wall: float, engine: str) -> str:
              "-" * (width + 52)]
     for name, t in tallies.items():
         rate = t.executions / t.seconds if t.seconds else 0.0
-        lines.append(f"{name:<{width}}  {t.executions:>12,}  {t.valid:>12,}  {rate:>9,.0f}  {int(bool(t.failure))}")
+        failed = "stopped" if t.extra.get("stopped") else str(int(bool(t.failure)))
+        lines.append(f"{name:<{width}}  {t.executions:>12,}  {t.valid:>12,}  {rate:>9,.0f}  {failed}")
     total, valid = sum(t.executions for t in tallies.values()), sum(t.valid for t in tallies.values())
     failures = sum(bool(t.failure) for t in tallies.values())
     lines += ["-" * (width + 52), f"{'all ' + str(len(tallies)) + ' targets':<{width}}  {total:>12,}  {valid:>12,}  "
