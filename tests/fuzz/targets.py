@@ -46,6 +46,7 @@ class Fixtures:
             "channel_files": lambda: seed_channel(self._root / "readers"),
             "seeds": lambda: reader_seeds(self.get("channel_files")),
             "encrypted_files": self._encrypted,
+            "sealed_runs": self._sealed_runs,
             "workdir": lambda: self.workdir,
         }
 
@@ -59,6 +60,12 @@ class Fixtures:
     def _encrypted(self) -> Any:
         os.environ[KEYS_ENV] = KEYS  # for as long as the process runs: the encrypted targets read it
         return encrypted_seed_channel(self._root / "encrypted")
+
+    def _sealed_runs(self) -> Any:
+        from .test_sealed_run_moves import sealed_seed
+
+        os.environ[KEYS_ENV] = KEYS
+        return sealed_seed(self._root / "sealed-runs")
 
     def clean(self) -> None:
         """Empty ``workdir`` (each example makes its directories there)."""
