@@ -272,7 +272,7 @@ def evolve(schema: CuratedSchema, observed: Mapping[tuple[str, ...], Observed], 
     comes from a schema file; new fields never become columns then. ``declared``: types that a
     new column takes instead of the inferred one (keyed by column name or dotted field path)."""
     declared = declared or {}
-    known, names = schema.by_path(), set(schema.named())
+    known, names = schema.by_path(), {name.lower() for name in schema.named()}  # Spark's names ignore case
     added: list[Column] = []
     refused: dict[tuple[str, ...], tuple[str, Mode]] = {}
     for path in sorted(observed):
@@ -282,12 +282,12 @@ def evolve(schema: CuratedSchema, observed: Mapping[tuple[str, ...], Observed], 
         mode = contract.for_new(name)
         if fixed and mode == "evolve":
             mode = "discard_value"
-        if mode != "evolve" or name in names:  # a name another path took: never two fields in one column
+        if mode != "evolve" or name.lower() in names:  # a name another path took: never two fields in one column
             refused[path] = (name, "discard_value" if mode == "evolve" else mode)
             continue
         column_type = declared.get(name) or declared.get(".".join(path)) or observed[path].chosen()
         added.append(Column(name, column_type, path))
-        names.add(name)
+        names.add(name.lower())
     return Evolution(schema.plus(added), tuple(added), refused)
 
 

@@ -82,6 +82,8 @@ def test_two_fields_that_would_share_a_column_keep_the_first() -> None:
     result = evolve(CuratedSchema(), _observed(**{"a-b": "long", "a_b": "string"}), Contract())
     assert [(c.name, c.path) for c in result.added] == [("a_b", ("a-b",))]
     assert result.refused == {("a_b",): ("a_b", "discard_value")}
+    cased = evolve(CuratedSchema(), _observed(User="string", user="long"), Contract())  # Spark ignores case
+    assert [c.name for c in cased.added] == ["User"] and cased.refused == {("user",): ("user", "discard_value")}
 
 
 def test_declared_types_win_over_inference() -> None:
