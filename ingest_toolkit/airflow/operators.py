@@ -31,7 +31,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from ..errors import ConfigError, IngestError
-from ..orchestrate import channel_checks, data_checks
+from ..orchestrate import channel_checks, curated_checks, data_checks
 from ..orchestrate.curation import build_curated_partition, curated_metadata, hourly_windows
 from ..orchestrate.landing import land, landing_lines, landing_metadata
 from ..orchestrate.log_presence import referenced_logs_intact
@@ -106,12 +106,15 @@ class CurateHourOperator(_ChannelOperator):
         windows = hourly_windows(start, end)
         job = self.channel_task()
         built = []
+        curation = job.settings.curated.for_channel(self.channel)
         with task_spark(job.landing.spark) as start_spark:
             for first, last in windows:
-                result = build_curated_partition(start_spark(), job.landing.root, job.settings.curated_root,
-                                                 self.channel, first, last)
-                self.log.info("hour %s: %d rows from %d landed directories, %d duplicates dropped",
-                              first.isoformat(), result.rows, len(result.source_dirs), result.duplicates_dropped)
+                result = build_curated_partition(start_spark(), job.landing, job.settings.curated_root,
+                                                 self.channel, first, last, curation, run_id=str(context["run_id"]))
+                self.log.info("hour %s: %d rows from %d landed files (%s), %d duplicates dropped, %d columns "
+                              "(new: %s), %d rows with rescued data, %d discarded", first.isoformat(), result.rows,
+                              result.landed_files, result.format, result.duplicates_dropped, result.columns,
+                              ", ".join(result.columns_added) or "none", result.rescued_rows, result.discarded_rows)
                 built.append(plain(curated_metadata(result)))
         asset = curated_asset(self.channel)
         if any(outlet == asset for outlet in self.outlets):
@@ -129,30 +132,72 @@ class CheckFailedError(IngestError, AirflowFailException):
         self.verdict = verdict
 
 
-_Check = Callable[[ChannelTask, Callable[[], Any]], Verdict]
+class _CheckRun:
+    """What a check of the curated table reads from its DAG run: the hours built by the
+    :class:`CurateHourOperator` tasks upstream of it (their XCom) and where the DAG's hours start."""
+
+    def __init__(self, operator: BaseOperator, context: Context) -> None:
+        self.operator, self.context = operator, context
+
+    def built(self) -> list[dict[str, Any]]:
+        curate = [t.task_id for t in self.operator.get_flat_relatives(upstream=True)
+                  if isinstance(t, CurateHourOperator) and getattr(t, "channel", None) == getattr(
+                      self.operator, "channel", None)]
+        if not curate:
+            raise ConfigError(f"check task {self.operator.task_id} judges the hours a run curated, but no "
+                              "CurateHourOperator of its channel is upstream of it: set it downstream of the "
+                              "curation task", key="check")
+        hours: list[dict[str, Any]] = []
+        for task_id in curate:
+            pulled = self.context["ti"].xcom_pull(task_ids=task_id)
+            hours += list(pulled or [])
+        return hours
+
+    def first_hour(self) -> Any:
+        """The first hour the DAG curates: its ``start_date`` (a run's data interval never starts earlier)."""
+        dag = self.context["dag"]
+        start = dag.start_date or self.context.get("data_interval_start")
+        if start is None:
+            raise ConfigError(f"DAG {dag.dag_id} has no start_date: curated_covers_landed compares the landed hours "
+                              "with the first hour the DAG curates", key="start_date")
+        return start
+
+
+_Check = Callable[[ChannelTask, Callable[[], Any], _CheckRun], Verdict]
 
 # What each check reads; the checks themselves are ingest_toolkit.orchestrate's.
 _RUN: dict[str, _Check] = {
-    "refcounts_match_recount": lambda job, _spark: channel_checks.refcounts_match_recount(
+    "refcounts_match_recount": lambda job, _spark, _run: channel_checks.refcounts_match_recount(
         job.spec, job.settings, source=job.source()),
-    "referenced_logs_intact": lambda job, _spark: referenced_logs_intact(job.spec, job.settings, source=job.source()),
-    "drained_logs_deleted": lambda job, _spark: channel_checks.drained_logs_deleted(
+    "referenced_logs_intact": lambda job, _spark, _run: referenced_logs_intact(
         job.spec, job.settings, source=job.source()),
-    "checkpoint_fresh": lambda job, _spark: channel_checks.checkpoint_fresh(job.spec, job.settings,
+    "drained_logs_deleted": lambda job, _spark, _run: channel_checks.drained_logs_deleted(
+        job.spec, job.settings, source=job.source()),
+    "checkpoint_fresh": lambda job, _spark, _run: channel_checks.checkpoint_fresh(job.spec, job.settings,
                                                                             agent=job.landing.agent,
                                                                             source=job.source()),
-    "recovery_losses_acknowledged": lambda job, _spark: channel_checks.recovery_losses_acknowledged(
+    "recovery_losses_acknowledged": lambda job, _spark, _run: channel_checks.recovery_losses_acknowledged(
         job.spec, job.settings, source=job.source()),
-    "backlog_below_capacity": lambda job, _spark: channel_checks.backlog_below_capacity(
+    "backlog_below_capacity": lambda job, _spark, _run: channel_checks.backlog_below_capacity(
         job.spec, job.settings, source=job.source()),
-    "landed_reconciles": lambda job, spark: data_checks.landed_reconciles(job.spec, job.settings, job.landing,
+    "landed_reconciles": lambda job, spark, _run: data_checks.landed_reconciles(job.spec, job.settings, job.landing,
                                                                           spark, token=job.token),
-    "landed_no_duplicate_event_ids": lambda job, spark: data_checks.landed_no_duplicate_event_ids(
+    "landed_no_duplicate_event_ids": lambda job, spark, _run: data_checks.landed_no_duplicate_event_ids(
         job.spec, job.settings, job.landing.root, spark, landing=job.landing),
-    "landed_files_per_partition": lambda job, spark: data_checks.landed_files_per_partition(
+    "landed_files_per_partition": lambda job, spark, _run: data_checks.landed_files_per_partition(
         job.spec, job.settings, job.landing, spark),
-    "curated_no_duplicate_event_ids": lambda job, spark: data_checks.curated_no_duplicate_event_ids(
-        job.spec, job.settings, job.settings.curated_root, spark),
+    "landed_fully_replicated": lambda job, spark, _run: data_checks.landed_fully_replicated(
+        job.spec, job.settings, job.landing.root, spark),
+    "curated_no_duplicate_event_ids": lambda job, spark, _run: curated_checks.curated_no_duplicate_event_ids(
+        job.spec, job.settings, job.landing, job.settings.curated_root, spark),
+    "curated_covers_landed": lambda job, spark, run: curated_checks.curated_covers_landed(
+        job.spec, job.settings, job.landing, run.first_hour(), spark),
+    "curated_schema_drift": lambda job, _spark, run: curated_checks.curated_schema_drift(
+        job.spec, job.settings, run.built()),
+    "curated_rescued_below_threshold": lambda job, _spark, run: curated_checks.curated_rescued_below_threshold(
+        job.spec, job.settings, run.built()),
+    "curated_rows_discarded": lambda job, _spark, run: curated_checks.curated_rows_discarded(
+        job.spec, job.settings, run.built()),
 }
 assert set(_RUN) == set(CHECKS), "every check of the runbook has an operator"
 
@@ -177,7 +222,7 @@ class ChannelCheckOperator(_ChannelOperator):
                 verdict = data_checks.landed_reconciles(job.spec, job.settings, job.landing, start_spark,
                                                         token=job.token, last=last)
             else:
-                verdict = _RUN[self.check](job, start_spark)
+                verdict = _RUN[self.check](job, start_spark, _CheckRun(self, context))
         outcome: dict[str, Any] = plain({"check": verdict.check, "passed": verdict.passed,
                                          "severity": str(verdict.severity), "description": verdict.description,
                                          "metadata": verdict.metadata})

@@ -83,6 +83,7 @@ def build_channel_definitions(spec: ChannelSpec, settings: OrchestrationSettings
         jobs.append(maintenance.job)
         schedules.append(maintenance.schedule)
     sensors = [build_landing_sensor(spec, settings, land_job, access)]
+    partitions = None
     if options.curate:
         curate_job = dg.define_asset_job(
             curated_job_name(spec.node), selection=dg.AssetSelection.assets(curated_key(spec.node)),
@@ -101,7 +102,7 @@ def build_channel_definitions(spec: ChannelSpec, settings: OrchestrationSettings
     return dg.Definitions(
         assets=assets,
         asset_checks=[*build_channel_checks(spec, settings, keys),
-                      *build_data_checks(spec, settings, keys, curated=options.curate)],
+                      *build_data_checks(spec, settings, keys, curated=options.curate, partitions=partitions)],
         jobs=[*jobs, checks_job],
         sensors=[*sensors, build_observer_sensor(spec, settings, access)],
         schedules=schedules,

@@ -82,6 +82,11 @@ def _report(run: LandingRun, config: LandingConfig, as_json: bool) -> None:
                    f"({run.route.description}){spark}")
     for result in run.results:
         _print_result(result)
+    pending = run.temp_files_pending
+    if pending:
+        click.echo(f"{pending} temporary file(s) of killed commits under {config.root}/{run.route.channel}/_manifests "
+                   f"kept: younger than staging_grace_seconds ({config.staging_grace_seconds:g} s); a later "
+                   "landing removes them")
 
 
 class _Spark:
@@ -123,4 +128,5 @@ def _totals(run: LandingRun) -> dict[str, Any]:
     totals: dict[str, Any] = {k: sum(getattr(r, k) for r in run.results) for k in keys}
     totals["duration_s"] = round(sum(r.duration_s for r in run.results), 3)
     totals["backlog_after"] = run.backlog_after
+    totals["temp_files_pending"] = run.temp_files_pending
     return totals

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .config import LandingConfig
@@ -48,10 +49,16 @@ def land_until_empty(source: TakeSource, config: LandingConfig, spark: SparkSess
     Iceberg landing: its write runs in this process (delta-rs, PyIceberg), not in Spark's JVM, so a
     second batch only competes with it for the same two cores (measured on 200k events in batches
     of 25k: no gain, 0.8-1.1x), and two commits of one channel at once conflict: the loser writes
-    its files again unless the two are serialised (``write_lock``).
+    its files again unless the two are serialised (``write_lock``). Every result carries the
+    ``temp_files_pending`` of the one recovery.
     """
-    _recover(source.name, config, spark)
-    progress = _Progress(max_runs, source.backlog())
+    pending = _recover(source.name, config, spark)
+    results = _drain(source, config, spark, _Progress(max_runs, source.backlog()), overlap)
+    return [replace(r, temp_files_pending=pending) for r in results]
+
+
+def _drain(source: TakeSource, config: LandingConfig, spark: SparkSession | None, progress: _Progress,
+           overlap: bool) -> list[LandingResult]:
     if not overlap or not needs_spark(config):
         return _sequential(source, config, spark, progress)
     results: list[LandingResult] = []
@@ -105,9 +112,11 @@ class _Progress:
             self.stalled += 1
 
 
-def _recover(channel: str, config: LandingConfig, spark: SparkSession | None) -> None:
-    """Recovery of earlier runs, once for the whole drain; it fails as a run's own recovery does."""
-    before_take(channel, "recovering earlier runs", lambda: open_landed(config, channel, spark).recover(), config.root)
+def _recover(channel: str, config: LandingConfig, spark: SparkSession | None) -> int:
+    """Recovery of earlier runs, once for the whole drain; it fails as a run's own recovery does.
+    Returns the temporary files of killed commits it kept (younger than the grace period)."""
+    return int(before_take(channel, "recovering earlier runs", lambda: open_landed(config, channel, spark).recover(),
+                           config.root))
 
 
 def _sequential(source: TakeSource, config: LandingConfig, spark: SparkSession | None,

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.compute as pc
@@ -62,7 +62,9 @@ class LandingResult:
     written by earlier runs (redelivered) included: what a downstream build must refresh.
     ``format``, ``table_uri``, ``table_version`` (Delta version, Iceberg snapshot id, Parquet
     commit number) and ``batch_number`` (the channel's batch number in the table) say where the
-    batch was committed; ``manifest_uri`` is the batch's manifest (plain Parquet only)."""
+    batch was committed; ``manifest_uri`` is the batch's manifest (plain Parquet only).
+    ``temp_files_pending``: temporary files of killed commits that recovery found and kept,
+    being younger than ``staging_grace_seconds`` (a later run's recovery removes them)."""
 
     channel: str
     events: int
@@ -79,6 +81,7 @@ class LandingResult:
     table_uri: str | None = None
     table_version: int | None = None
     batch_number: int | None = None
+    temp_files_pending: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -107,8 +110,7 @@ def land_once(source: TakeSource, config: LandingConfig, spark: SparkSession | N
     channel = _checked_name(source.name)
     run = _Run(channel, config)
     run.table = run.guard("opening the table", lambda: open_landed(config, channel, spark, write_lock))
-    if recover:
-        run.guard("recovering earlier runs", run.table.recover)
+    pending = run.guard("recovering earlier runs", run.table.recover) if recover else 0
     with _gc_paused():
         take = run.guard("taking events", lambda: _open_take(source, config.max_events))
     try:
@@ -132,7 +134,8 @@ def land_once(source: TakeSource, config: LandingConfig, spark: SparkSession | N
                            f"{err}. The events stay in the channel; the next run recognises them as landed and "
                            "only commits", channel=channel, phase="commit", rolled_back=False) from err
     fault_point("after_commit")
-    return _result(channel, take, written, time.monotonic() - started, source.backlog(), run.table)
+    return replace(_result(channel, take, written, time.monotonic() - started, source.backlog(), run.table),
+                   temp_files_pending=pending)
 
 
 class _Run:

@@ -55,6 +55,11 @@ class LandingRun:
     def backlog_after(self) -> int:
         return self.results[-1].backlog_after if self.results else (self.backlog_before or 0)
 
+    @property
+    def temp_files_pending(self) -> int:
+        """Temporary files of killed commits the recovery kept (younger than the grace period)."""
+        return max((r.temp_files_pending for r in self.results), default=0)
+
 
 def land_channel(route: Route, start_spark: Callable[[], SparkSession | None], *, batches: int | None = 1,
                  overlap: bool = False, token: str | None = None) -> LandingRun:

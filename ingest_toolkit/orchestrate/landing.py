@@ -109,6 +109,7 @@ def landing_metadata(run: LandingRun, root: str, channel: str) -> dict[str, Any]
         "take_transactions": TextValue(len(results)),
         "redelivered": sum(r.redelivered for r in results),
         "backlog_after": run.backlog_after, "source": run.route.description, "spark_started": run.spark_started,
+        "temp_files_pending": run.temp_files_pending,
         "root": PathValue(f"{root}/{channel}"),
         "manifest": str((last.manifest_uri if last else None) or ""), "partitions": partitions,
         **_table_metadata(run, root, channel)}

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ..curate.settings import CuratedSettings
 from ..errors import ConfigError
 from ..settings import env_overrides, env_variables, invalid_settings, load_table, validation_problems
 
@@ -87,8 +88,10 @@ class OrchestrationSettings(BaseModel):
     maintenance_cron: str = "0 3 * * *"
     # Curated, hourly partitioned tables.
     timezone: str = "UTC"
-    partitions_start: str = "auto"  # "auto": the earliest landed hour (or today); else "YYYY-MM-DD-HH:mm"
+    partitions_start: str = "auto"  # "auto": the earliest landed hour or lookback days ago; else "YYYY-MM-DD-HH:mm"
+    partitions_lookback_days: int = Field(3, ge=0, le=366)  # auto: at least this many days before today
     curated_root: str = "var/curated"
+    curated: CuratedSettings = Field(default_factory=CuratedSettings)  # parsers, schema, contract (curate.settings)
     # Landing runs: land_once calls per run (each one take transaction), stopping early when empty.
     batches_per_run: int = Field(1, ge=1)
     # Checks.

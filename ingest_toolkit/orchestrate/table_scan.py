@@ -33,14 +33,15 @@ class TableScan:
     rows_by_channel: dict[str, int] = field(default_factory=dict)  # channel identity (32 hex digits) -> rows
 
 
-def scan_event_ids(table: Location, *, sample_size: int = 5) -> TableScan:
-    """Rows and duplicate ids of every data file below ``table`` (hidden and ``_`` dirs skipped).
+def scan_event_ids(table: Location, *, sample_size: int = 5, files: list[str] | None = None) -> TableScan:
+    """Rows and duplicate ids of every data file below ``table`` (hidden and ``_`` dirs skipped),
+    or of ``files`` (paths below it: the files a Delta or Iceberg table's current version names).
 
     Duplicates are counted over the whole table; ``duplicates_by_partition`` counts the extra
     rows whose duplicate sits in the same ``event_date=/event_hour=`` directory.
     """
     chunks = ((_partition_of(table, path), pq.read_table(path, columns=["event_id"], filesystem=table.fs)
-               .column("event_id")) for path in table.files())
+               .column("event_id")) for path in (table.files() if files is None else files))
     return scan_chunks(chunks, sample_size=sample_size, files_are_chunks=True)
 
 

@@ -34,7 +34,7 @@ def test_the_example_dags_load_without_import_errors() -> None:
     assert ingest.get_task("land").downstream_task_ids == {
         "refcounts_match_recount", "referenced_logs_intact", "drained_logs_deleted", "checkpoint_fresh",
         "recovery_losses_acknowledged", "backlog_below_capacity", "landed_reconciles", "landed_no_duplicate_event_ids",
-        "landed_files_per_partition"}
+        "landed_files_per_partition", "landed_fully_replicated"}
     assert ingest.get_task("land").outlets == [landed_asset("events")]
     assert curate.get_task("curate_hour").outlets == [curated_asset("events")]
     assert isinstance(curate.timetable, CronDataIntervalTimetable) and curate.catchup

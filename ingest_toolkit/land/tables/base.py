@@ -78,9 +78,11 @@ class LandedTable(Protocol):
     format: TableFormat
     uri: str  # the table's location, as the user configured it
 
-    def recover(self) -> None:
+    def recover(self) -> int:
         """Finish or remove what crashed runs left (Parquet: roll committed moves forward, drop idle
-        staging directories; Delta/Iceberg: nothing to finish, their commits are atomic)."""
+        staging directories and temporary files of killed commits; Delta/Iceberg: nothing to
+        finish, their commits are atomic). Returns the temporary files of killed commits it kept,
+        being younger than the grace period (a later recovery removes them; 0 for Delta/Iceberg)."""
 
     def landed(self, channel_id: bytes, lo: int, hi: int) -> Landed:
         """The seq ranges of ``channel_id`` within ``[lo, hi]`` that the table holds."""

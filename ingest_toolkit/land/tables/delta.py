@@ -95,8 +95,9 @@ class DeltaLanded:
         except TableNotFoundError:
             return None
 
-    def recover(self) -> None:
+    def recover(self) -> int:
         """Nothing to finish: a Delta commit is atomic (a crashed write leaves files no commit names)."""
+        return 0
 
     def landed(self, channel_id: bytes, lo: int, hi: int) -> Landed:
         table = self.load()

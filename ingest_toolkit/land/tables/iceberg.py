@@ -134,8 +134,9 @@ class IcebergLanded:
         assert table is not None
         return table
 
-    def recover(self) -> None:
+    def recover(self) -> int:
         """Nothing to finish: an Iceberg commit is atomic (a crashed write leaves unreferenced files)."""
+        return 0
 
     def landed(self, channel_id: bytes, lo: int, hi: int) -> Landed:
         table = self.load()

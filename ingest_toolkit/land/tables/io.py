@@ -52,6 +52,14 @@ class TableIO:
             return f"{prefix}://{location.removeprefix('s3://')}"
         return location
 
+    def to_library(self, location: str) -> str:
+        """A location as Spark names it (under ``spark_uri``) as the libraries name it."""
+        if self.scheme == "file":
+            return location.removeprefix("file://") if location.startswith("file:///") else location
+        if self.scheme == "s3":
+            return "s3://" + location.split("://", 1)[1]
+        return location
+
     def data_written_since(self, since: float) -> bool:
         """Whether a Parquet file appeared under a local table since ``since`` (a crash test's
         probe of "the write has begun"; always False for remote tables)."""

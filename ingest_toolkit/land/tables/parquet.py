@@ -40,8 +40,8 @@ class ParquetLanded:
         self.uri = store.uri(channel)
         self._write_lock = write_lock or nullcontext()
 
-    def recover(self) -> None:
-        recover_channel_dir(self.store, self.channel, self.config.staging_grace_seconds)
+    def recover(self) -> int:
+        return recover_channel_dir(self.store, self.channel, self.config.staging_grace_seconds).temp_files_pending
 
     def landed(self, channel_id: bytes, lo: int, hi: int) -> Landed:
         return ManifestLog(self.store, self.channel).landed(channel_id, lo, hi)
