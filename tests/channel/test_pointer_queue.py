@@ -54,7 +54,7 @@ def test_a_frozen_queue_reads_what_it_held_while_the_queue_changes(start: list[i
     assert len(frozen) == len(held) and frozen.head() == (held[0] if held else 0)
     frozen.release()
     assert list(queue) == list(model)
-    queue.freeze().release()
+    queue.freeze().release()  # one lender at a time, again after a release
 
 
 def test_empty_puts_and_rollbacks_while_a_checkpoint_holds_the_queue() -> None:
@@ -64,7 +64,7 @@ def test_empty_puts_and_rollbacks_while_a_checkpoint_holds_the_queue() -> None:
     views = queue.freeze().parts()
     queue.extendleft([])
     queue.extend([])
-    assert list(queue) == [1, 2, 3] and bytes(views[0]) == array("Q", [1, 2, 3]).tobytes()  # one lender at a time, again after a release
+    assert list(queue) == [1, 2, 3] and bytes(views[0]) == array("Q", [1, 2, 3]).tobytes()
 
 
 def _apply(queue: PointerQueue, model: deque[int], sequence: list[tuple[str, object]]) -> None:

@@ -140,4 +140,4 @@ def test_a_moved_or_replayed_sealed_run_is_refused_never_read_as_events(
     # Only a cut newest tail may lose events, and only with an incident that records it.
     assert incidents > 0 and bodies == sealed_runs.expected[:len(bodies)], (
         f"{move}: {len(bodies)} events read, {incidents} incidents; the first difference at "
-        f"{next((i for i, (a, b) in enumerate(zip(bodies, sealed_runs.expected)) if a != b), len(bodies))}")
+        f"{next((i for i, (a, b) in enumerate(zip(bodies, sealed_runs.expected, strict=False)) if a != b), len(bodies))}")
