@@ -138,6 +138,7 @@ def test_a_moved_or_replayed_sealed_run_is_refused_never_read_as_events(
     if bodies == sealed_runs.expected:
         return
     # Only a cut newest tail may lose events, and only with an incident that records it.
+    pairs = enumerate(zip(bodies, sealed_runs.expected, strict=False))
     assert incidents > 0 and bodies == sealed_runs.expected[:len(bodies)], (
         f"{move}: {len(bodies)} events read, {incidents} incidents; the first difference at "
-        f"{next((i for i, (a, b) in enumerate(zip(bodies, sealed_runs.expected, strict=False)) if a != b), len(bodies))}")
+        f"{next((i for i, (a, b) in pairs if a != b), len(bodies))}")
