@@ -41,6 +41,7 @@ try:
         Agent,
         DemoPaths,
         clear,
+        pin_replication,
         prepare_instance,
         use_demo_configuration,
         wait_ingested,
@@ -107,17 +108,34 @@ def _run(args: argparse.Namespace, started: float) -> int:
 
 
 def _start_spark(paths: DemoPaths) -> SparkSession:
-    """The session the runs reuse, started before this process's first gRPC channel."""
+    """The session the runs reuse, started before this process's first gRPC channel. On HDFS its
+    client writes with the cluster's replication (a file gets its writer's, 3 by default)."""
     from ingest_toolkit.land import load_landing_config, spark_session
 
-    return spark_session(load_landing_config(paths.conf / "landing.toml").spark)
+    spark = spark_session(load_landing_config(paths.conf / "landing.toml").spark)
+    if paths.remote_root:
+        _use_cluster_replication(paths, spark)
+    return spark
+
+
+def _use_cluster_replication(paths: DemoPaths, spark: SparkSession) -> None:
+    """The cluster's replication for the session's client, and in the demo's landing.toml for
+    ``dg dev`` on the demo's state (before anything opened the cluster: see the function used)."""
+    from ingest_toolkit.land.storage.hadoop_replication import use_cluster_replication
+
+    replication = use_cluster_replication(paths.remote_root or "", spark)
+    pin_replication(paths, replication)
+    console.print(f"   HDFS files are written with replication {replication}")
 
 
 def _report(paths: DemoPaths, outcome: Outcome, code: int | None, started: float) -> int:
     console.print(check_table(outcome.checks))
     console.print(f"landed Parquet:  {outcome.landed_dir}  ({outcome.landed_events} events, "
                   f"{outcome.landing_runs} landing run(s))")
-    console.print(f"curated Parquet: {outcome.curated_dir}  (partitions {', '.join(outcome.partitions)})")
+    console.print(f"curated {outcome.curated_format}: {outcome.curated_dir}  (partitions "
+                  f"{', '.join(outcome.partitions)})")
+    if outcome.preview is not None:
+        console.print(outcome.preview)
     relative = paths.tree.relative_to(paths.root) if paths.root in paths.tree.parents else paths.tree
     console.print(f"Dagster UI on this state: INGEST_CONF_DIR={relative}/conf DAGSTER_HOME={paths.dagster_home} "
                   ".venv/bin/dg dev")

@@ -12,6 +12,9 @@ from rich.console import Console
 from rich.table import Table
 
 from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
+from ingest_toolkit.curate import landed_source, open_curated
+from ingest_toolkit.curate.columns import RESCUED
+from ingest_toolkit.curate.tables import CuratedTable
 from ingest_toolkit.dagster.curated import partition_keys_for_hours
 from ingest_toolkit.dagster.naming import (
     checks_job_name,
@@ -21,7 +24,8 @@ from ingest_toolkit.dagster.naming import (
     landing_op_name,
 )
 from ingest_toolkit.dagster.partitions import hourly_partitions
-from ingest_toolkit.land.storage import HadoopStorage, Location, local_path, locate
+from ingest_toolkit.land.config import LandingConfig
+from ingest_toolkit.land.storage import HadoopStorage, Location, local_path
 from ingest_toolkit.orchestrate.curation import hour_of_landed_dir
 from ingest_toolkit.orchestrate.settings import ChannelSpec, OrchestrationSettings
 
@@ -48,6 +52,8 @@ class Outcome:
     landing_runs: int = 0
     partitions: list[str] = field(default_factory=list)
     checks: list[CheckRow] = field(default_factory=list)
+    curated_format: str = "parquet"
+    preview: Table | None = None  # three rows of the curated table
 
 
 def run_pipeline(console: Console) -> Outcome:
@@ -69,7 +75,7 @@ def run_pipeline(console: Console) -> Outcome:
         for spec in specs:
             _land(defs, instance, spec, outcome, console)
             _wait_for_checkpoint(spec, time.time_ns())
-            _curate(defs, instance, spec, settings, landing.root, outcome, console)
+            _curate(defs, instance, spec, settings, landing, outcome, console)
             outcome.checks += _checks(defs, instance, spec)
     return outcome
 
@@ -117,18 +123,44 @@ def landed_partition_keys(landed: Path | Location, settings: OrchestrationSettin
 
 
 def _curate(defs: dg.Definitions, instance: dg.DagsterInstance, spec: ChannelSpec, settings: OrchestrationSettings,
-            landing_root: str, outcome: Outcome, console: Console) -> None:
-    local = local_path(landing_root)
-    landed: Path | Location = local / spec.name if local else locate(landing_root, _spark()).child(spec.name)
+            landing: LandingConfig, outcome: Outcome, console: Console) -> None:
+    local = local_path(landing.root)
     curated = local_path(settings.curated_root)
-    outcome.landed_dir = str(landed) if isinstance(landed, Path) else landed.uri
+    outcome.landed_dir = str(local / spec.name) if local else f"{landing.root.rstrip('/')}/{spec.name}"
     outcome.curated_dir = str(curated / spec.name) if curated else f"{settings.curated_root.rstrip('/')}/{spec.name}"
     job = defs.resolve_job_def(curated_job_name(spec.name))
-    for key in landed_partition_keys(landed, settings):
+    hours = [entry.hour for entry in landed_source(landing, spec.name, _spark()).hours(counts=False).values()]
+    for key in partition_keys_for_hours(hourly_partitions(settings), hours):
         result = job.execute_in_process(instance=instance, partition_key=key, run_config=_QUIET)
-        rows = result.asset_materializations_for_node(curated_op_name(spec.name))
-        console.print(f"   curated {spec.name} partition {key}: {rows[0].metadata['rows'].value} rows")
+        meta = result.asset_materializations_for_node(curated_op_name(spec.name))[0].metadata
+        added = meta["columns_added"].value
+        console.print(f"   curated {spec.name} partition {key}: {meta['rows'].value} rows, {meta['columns'].value} "
+                      f"typed columns" + (f" (new: {', '.join(added)})" if added else "")  # type: ignore[arg-type]
+                      + f", {meta['rescued_rows'].value} with rescued data")
         outcome.partitions.append(key)
+    table = open_curated(settings.curated.for_channel(spec.name).table_format(landing.format), settings.curated_root,
+                         spec.name, landing, _spark())
+    outcome.curated_format = table.format
+    outcome.preview = _preview(table)
+
+
+def _preview(table: CuratedTable, rows: int = 3) -> Table | None:
+    """The first ``rows`` rows of the curated table: its typed columns (the landed ones but
+    event_id and event_time left out)."""
+    schema = table.schema()
+    data = table.read_arrow()
+    if schema is None or data.num_rows == 0:
+        return None
+    columns = ["event_id", "event_time", *(c.name for c in schema.columns), RESCUED]
+    columns = [c for c in columns if c in data.column_names]
+    first = data.sort_by([("event_time", "ascending"), ("event_id", "ascending")]).slice(0, rows).select(columns)
+    view = Table(title=f"curated table ({table.format}): {rows} of {data.num_rows} rows, typed columns")
+    types = {c.name: c.type for c in schema.columns}
+    for name in columns:
+        view.add_column(f"{name}\n{types.get(name, str(first.schema.field(name).type))}", overflow="fold")
+    for row in first.to_pylist():
+        view.add_row(*("" if row[c] is None else str(row[c]) for c in columns))
+    return view
 
 
 def _spark() -> object:

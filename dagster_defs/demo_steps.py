@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pendulum
 import tomlkit
 from rich.console import Console
 
@@ -48,8 +49,8 @@ from ingest_toolkit.dagster.instance import ensure_pool_limits, write_instance_y
 from ingest_toolkit.errors import ConfigError, IngestError
 from ingest_toolkit.orchestrate.settings import conf_dir, load_orchestration_settings
 
-__all__ = ["DEMO_CHECKPOINT_INTERVAL", "DEMO_TREE", "Agent", "DemoError", "DemoPaths", "clear", "prepare_instance",
-           "use_demo_configuration", "wait_ingested", "write_demo_conf", "write_spool_files"]
+__all__ = ["DEMO_CHECKPOINT_INTERVAL", "DEMO_TREE", "Agent", "DemoError", "DemoPaths", "clear", "pin_replication",
+           "prepare_instance", "use_demo_configuration", "wait_ingested", "write_demo_conf", "write_spool_files"]
 
 DEMO_TREE = Path("var") / "demo"
 
@@ -196,8 +197,15 @@ def write_demo_conf(paths: DemoPaths) -> None:
     (paths.conf / "landing.toml").write_text(header.format(paths.source_landing_conf) + tomlkit.dumps(landing))
     source = paths.source_conf / "dagster.toml"
     dagster = _document(source) if source.exists() else tomlkit.document()
-    _table(dagster, "dagster").update(agent_conf=str(paths.agent_conf), landing_conf=str(paths.conf / "landing.toml"),
-                                      curated_root=paths.curated_root)
+    settings = _table(dagster, "dagster")
+    settings.update(agent_conf=str(paths.agent_conf), landing_conf=str(paths.conf / "landing.toml"),
+                    curated_root=paths.curated_root)
+    if str(settings.get("partitions_start", "auto")) == "auto":
+        # The demo's events are stamped from now on: its curated partitions start at this hour, so
+        # the UI shows no empty hour before them as missing (a deployment's auto start reaches
+        # partitions_lookback_days back for late data and history).
+        zone = str(settings.get("timezone", "UTC"))
+        settings["partitions_start"] = pendulum.now(zone).start_of("hour").format("YYYY-MM-DD-HH:mm")
     (paths.conf / "dagster.toml").write_text(header.format(source) + tomlkit.dumps(dagster))
 
 
@@ -214,6 +222,17 @@ def _agent_document(paths: DemoPaths) -> Any:
     spool["dir"] = str(paths.spool)
     doc["sources"] = {paths.spool_source: spool}  # the other sources (ports, tailed files) are not the demo's
     return doc
+
+
+def pin_replication(paths: DemoPaths, replication: int) -> None:
+    """``spark.hadoop.dfs.replication`` in the demo's landing.toml (``--hdfs``), unless it names
+    one already: every Spark client the demo's configuration starts writes with it."""
+    path = paths.conf / "landing.toml"
+    landing = _document(path)
+    conf = _table(_table(landing, "spark"), "conf")
+    if "spark.hadoop.dfs.replication" not in conf:
+        conf["spark.hadoop.dfs.replication"] = str(replication)
+        path.write_text(tomlkit.dumps(landing))
 
 
 def _document(path: Path) -> Any:

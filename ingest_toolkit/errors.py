@@ -4,6 +4,8 @@ Hierarchy::
 
     IngestError
     ├── ConfigError                    bad configuration (terminal: fix the config)
+    ├── CurationError                  a curated hour cannot be built (nothing of the curated table changed)
+    │   └── ContractViolation          a batch changes what the curated table's contract freezes
     ├── TransientError                 retrying later can succeed
     │   ├── ChannelFullError           capacity reached
     │   └── DiskSpaceError             free space below the configured minimum, or ENOSPC
@@ -51,6 +53,8 @@ Each stage keeps its own errors in one module, under the same root::
     ├── LandingError                       land.errors: a landing run failed (the take rolled back)
     │   └── CommitConflict                 another landing committed some of the same events
     ├── SparkStartError                    land.errors: no usable Java or Spark
+    ├── TransientError
+    │   └── MaintenanceConflict            land.errors: a table's compaction kept losing to landings' commits
     ├── AgentUnreachable                   orchestrate.remote: an agent did not serve a channel's state
     ├── HadoopJarsError                    hdfs.jars: the Hadoop jars are missing
     ├── HdfsClusterError                   hdfs.cluster: the local HDFS did not start or answer
@@ -79,7 +83,9 @@ __all__ = [
     "ChannelLockedError",
     "CheckpointInvalid",
     "ConfigError",
+    "ContractViolation",
     "CorruptLogError",
+    "CurationError",
     "TailRefusedError",
     "DiskSpaceError",
     "EncryptionKeyError",
@@ -263,3 +269,13 @@ class EncryptionKeyError(ChannelError):
         super().__init__(f"{path} was encrypted with key id {key_id}, {problem}: fix {setting}; nothing was "
                          "changed on disk")
         self.path, self.key_id, self.problem, self.setting = path, key_id, problem, setting
+
+
+class CurationError(IngestError):
+    """A curated partition cannot be built from what the landed table holds (the message says why
+    and what to do); nothing of the curated table changed."""
+
+
+class ContractViolation(CurationError):
+    """A batch changes what the curated table's contract freezes: a new field, or a value of
+    another type than its column's. The message names the field (or column) and an event id."""

@@ -1,18 +1,18 @@
 """Which optional extra a missing module belongs to, and the one-line error that names it.
 
 ``pip install ingest-toolkit`` is the core an edge host needs (channel, agent, collectors, CLI,
-gRPC client, channel tools). Spark, Arrow, Dagster and Airflow come with extras (``[spark]``,
-``[dagster]``, ``[airflow]``, ``[connect]``, ``[all]``; docs/install.md). The core never imports them at module
-level; a command that needs one imports it when it runs, and a missing one becomes
-:class:`MissingExtraError` ("land needs Spark: pip install 'ingest-toolkit[spark]'") instead of a
-traceback.
+gRPC client, channel tools). Spark, Arrow, the table formats, Dagster and Airflow come with
+extras (``[spark]``, ``[tables]``, ``[dagster]``, ``[airflow]``, ``[connect]``, ``[all]``;
+docs/install.md). The core never imports them at module level; a command that needs one imports
+it when it runs, and a missing one becomes :class:`MissingExtraError` ("land needs Spark: pip
+install 'ingest-toolkit[spark]'") instead of a traceback.
 """
 
 from __future__ import annotations
 
 from .errors import IngestError
 
-__all__ = ["EXTRA_OF_MODULE", "MissingExtraError", "extra_for"]
+__all__ = ["EXTRA_OF_MODULE", "MissingExtraError", "extra_for", "require"]
 
 # Top-level module -> (extra, what it is). Only modules the core does not install.
 EXTRA_OF_MODULE: dict[str, tuple[str, str]] = {
@@ -27,6 +27,9 @@ EXTRA_OF_MODULE: dict[str, tuple[str, str]] = {
     "pendulum": ("dagster", "Dagster"),
     "tomlkit": ("dagster", "Dagster"),
     "airflow": ("airflow", "Airflow"),
+    "deltalake": ("tables", "the Delta Lake writer (delta-rs)"),
+    "pyiceberg": ("tables", "the Iceberg writer (PyIceberg)"),
+    "hdfs_native": ("tables", "the HDFS client of the table writers"),
 }
 
 
@@ -47,3 +50,12 @@ def extra_for(err: ImportError, command: str) -> MissingExtraError | None:
         return None
     extra, what = EXTRA_OF_MODULE[top]
     return MissingExtraError(command, top, extra, what)
+
+
+def require(module: str, command: str, extra: str) -> None:
+    """Raise :class:`MissingExtraError` now when ``module`` (of ``extra``) is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        what = EXTRA_OF_MODULE.get(module, (extra, module))[1]
+        raise MissingExtraError(command, module, extra, what)

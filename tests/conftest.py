@@ -30,11 +30,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def spark() -> Iterator[SparkSession]:
     """ONE local SparkSession per pytest process (a JVM start costs 5-12 s): every Spark test,
     landing and Dagster alike, shares it. Built with the landing's own ``spark_session`` on
-    ``local[2]`` with small shuffle settings; stopped at the end of the test session."""
+    ``local[2]`` with small shuffle settings; stopped at the end of the test session. Its Hadoop
+    client writes HDFS files with replication 1, as the tests' one-DataNode HDFS needs (a file
+    gets its writer's replication, 3 by default: docs/landing.md, "Replication")."""
     from ingest_toolkit.land import SparkSettings, spark_session
 
     session = spark_session(SparkSettings(
         master="local[2]", app_name="ingest-toolkit-tests",
-        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2", "spark.driver.memory": "1g"}))
+        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2", "spark.driver.memory": "1g",
+              "spark.hadoop.dfs.replication": "1"}))
     yield session
     session.stop()

@@ -4,8 +4,9 @@ operators and assets (the ``[airflow]`` extra; example DAGs in ``docs/examples/a
 * :class:`ChannelBacklogSensor` (:mod:`.sensors`): deferred to :class:`ChannelBacklogTrigger`
   (:mod:`.triggers`), which polls ``checkpoint.meta`` in the triggerer with the Dagster sensor's
   thresholds;
-* :class:`LandChannelOperator`, :class:`CurateHourOperator`, :class:`ChannelCheckOperator`
-  (:mod:`.operators`): the landing, the curation of a data interval, one check each;
+* :class:`LandChannelOperator`, :class:`CurateHourOperator`, :class:`ChannelCheckOperator`,
+  :class:`MaintainTableOperator` (:mod:`.operators`): the landing, the curation of a data
+  interval, one check, the upkeep of a Delta or Iceberg table;
 * :func:`landed_asset`, :func:`curated_asset` (:mod:`.assets`): the operators' outlets;
 * :class:`IngestAgentHook` (:mod:`.hooks`): the agent's address, token and TLS files from an
   ``ingest_agent`` connection.
@@ -38,10 +39,11 @@ from .operators import (  # noqa: E402
     CheckFailedError,
     CurateHourOperator,
     LandChannelOperator,
+    MaintainTableOperator,
 )
 from .sensors import ChannelBacklogSensor  # noqa: E402
 from .triggers import ChannelBacklogTrigger  # noqa: E402
 
 __all__ = ["CHANNEL_CHECKS", "CURATED_CHECKS", "LANDED_CHECKS", "ChannelBacklogSensor", "ChannelBacklogTrigger",
            "ChannelCheckOperator", "CheckFailedError", "CurateHourOperator", "IngestAgentHook",
-           "LandChannelOperator", "curated_asset", "landed_asset"]
+           "LandChannelOperator", "MaintainTableOperator", "curated_asset", "landed_asset"]

@@ -13,7 +13,13 @@ end (:func:`~ingest_toolkit.orchestrate.spark.task_spark`).
   create`` rebuilds hours idempotently. Outlet: the curated asset.
 * :class:`ChannelCheckOperator`: one check of :data:`~ingest_toolkit.orchestrate.CHECKS`; an
   ERROR verdict fails the task (no retry: :class:`CheckFailedError`), a WARN verdict logs a
-  warning and the task succeeds.
+  warning and the task succeeds. With ``landing_task_id``, ``landed_reconciles`` of a Delta or
+  Iceberg table also checks that the table carries the batch that task's landing committed.
+* :class:`MaintainTableOperator`: compaction and retention of a Delta or Iceberg landed table
+  (:func:`~ingest_toolkit.orchestrate.maintenance.maintain`).
+
+Every operator takes ``table_format`` (``parquet``, ``delta``, ``iceberg``) to override
+``[landing] format`` of the configuration.
 """
 
 from __future__ import annotations
@@ -25,18 +31,20 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from ..errors import ConfigError, IngestError
-from ..orchestrate import channel_checks, data_checks
+from ..orchestrate import channel_checks, curated_checks, data_checks
 from ..orchestrate.curation import build_curated_partition, curated_metadata, hourly_windows
 from ..orchestrate.forwarding_checks import forward_sinks_reachable
 from ..orchestrate.landing import land, landing_lines, landing_metadata
 from ..orchestrate.log_presence import referenced_logs_intact
+from ..orchestrate.maintenance import maintain, maintenance_lines, maintenance_metadata
 from ..orchestrate.spark import task_spark
+from ..orchestrate.table_checks import LastLanding
 from ..orchestrate.verdict import CHECKS, Severity, Verdict
 from .assets import curated_asset, landed_asset
 from .task import ChannelTask, plain
 
 __all__ = ["CHANNEL_CHECKS", "CURATED_CHECKS", "LANDED_CHECKS", "ChannelCheckOperator", "CheckFailedError",
-           "CurateHourOperator", "LandChannelOperator"]
+           "CurateHourOperator", "LandChannelOperator", "MaintainTableOperator"]
 
 CHANNEL_CHECKS = [name for name, info in CHECKS.items() if info.target == "channel"]
 LANDED_CHECKS = [name for name, info in CHECKS.items() if info.target == "landed"]
@@ -51,12 +59,13 @@ class _ChannelOperator(BaseOperator):
     template_fields = ("conf_dir",)
 
     def __init__(self, *, channel: str, conf_dir: str | None = None, agent_conn_id: str | None = None,
-                 **kwargs: Any) -> None:
+                 table_format: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.channel, self.conf_dir, self.agent_conn_id = channel, conf_dir, agent_conn_id
+        self.table_format = table_format
 
     def channel_task(self) -> ChannelTask:
-        return ChannelTask.load(self.channel, self.conf_dir, self.agent_conn_id)
+        return ChannelTask.load(self.channel, self.conf_dir, self.agent_conn_id, self.table_format)
 
 
 class LandChannelOperator(_ChannelOperator):
@@ -78,7 +87,8 @@ class LandChannelOperator(_ChannelOperator):
         asset = landed_asset(self.channel)
         if any(outlet == asset for outlet in self.outlets):
             context["outlet_events"][asset].extra = {
-                key: result[key] for key in ("events", "partitions", "batch_ids", "root", "backlog_after")}
+                key: result[key] for key in ("events", "partitions", "batch_ids", "root", "backlog_after", "format",
+                                             "table_uri", "table_version", "batch_number")}
         return result
 
 
@@ -97,12 +107,15 @@ class CurateHourOperator(_ChannelOperator):
         windows = hourly_windows(start, end)
         job = self.channel_task()
         built = []
+        curation = job.settings.curated.for_channel(self.channel)
         with task_spark(job.landing.spark) as start_spark:
             for first, last in windows:
-                result = build_curated_partition(start_spark(), job.landing.root, job.settings.curated_root,
-                                                 self.channel, first, last)
-                self.log.info("hour %s: %d rows from %d landed directories, %d duplicates dropped",
-                              first.isoformat(), result.rows, len(result.source_dirs), result.duplicates_dropped)
+                result = build_curated_partition(start_spark(), job.landing, job.settings.curated_root,
+                                                 self.channel, first, last, curation, run_id=str(context["run_id"]))
+                self.log.info("hour %s: %d rows from %d landed files (%s), %d duplicates dropped, %d columns "
+                              "(new: %s), %d rows with rescued data, %d discarded", first.isoformat(), result.rows,
+                              result.landed_files, result.format, result.duplicates_dropped, result.columns,
+                              ", ".join(result.columns_added) or "none", result.rescued_rows, result.discarded_rows)
                 built.append(plain(curated_metadata(result)))
         asset = curated_asset(self.channel)
         if any(outlet == asset for outlet in self.outlets):
@@ -120,30 +133,74 @@ class CheckFailedError(IngestError, AirflowFailException):
         self.verdict = verdict
 
 
-_Check = Callable[[ChannelTask, Callable[[], Any]], Verdict]
+class _CheckRun:
+    """What a check of the curated table reads from its DAG run: the hours built by the
+    :class:`CurateHourOperator` tasks upstream of it (their XCom) and where the DAG's hours start."""
+
+    def __init__(self, operator: BaseOperator, context: Context) -> None:
+        self.operator, self.context = operator, context
+
+    def built(self) -> list[dict[str, Any]]:
+        curate = [t.task_id for t in self.operator.get_flat_relatives(upstream=True)
+                  if isinstance(t, CurateHourOperator) and getattr(t, "channel", None) == getattr(
+                      self.operator, "channel", None)]
+        if not curate:
+            raise ConfigError(f"check task {self.operator.task_id} judges the hours a run curated, but no "
+                              "CurateHourOperator of its channel is upstream of it: set it downstream of the "
+                              "curation task", key="check")
+        hours: list[dict[str, Any]] = []
+        for task_id in curate:
+            pulled = self.context["ti"].xcom_pull(task_ids=task_id)
+            hours += list(pulled or [])
+        return hours
+
+    def first_hour(self) -> Any:
+        """The first hour the DAG curates: its ``start_date`` (a run's data interval never starts earlier)."""
+        dag = self.context["dag"]
+        start = dag.start_date or self.context.get("data_interval_start")
+        if start is None:
+            raise ConfigError(f"DAG {dag.dag_id} has no start_date: curated_covers_landed compares the landed hours "
+                              "with the first hour the DAG curates", key="start_date")
+        return start
+
+
+_Check = Callable[[ChannelTask, Callable[[], Any], _CheckRun], Verdict]
 
 # What each check reads; the checks themselves are ingest_toolkit.orchestrate's.
 _RUN: dict[str, _Check] = {
-    "refcounts_match_recount": lambda job, _spark: channel_checks.refcounts_match_recount(
+    "refcounts_match_recount": lambda job, _spark, _run: channel_checks.refcounts_match_recount(
         job.spec, job.settings, source=job.source()),
-    "referenced_logs_intact": lambda job, _spark: referenced_logs_intact(job.spec, job.settings, source=job.source()),
-    "drained_logs_deleted": lambda job, _spark: channel_checks.drained_logs_deleted(
+    "referenced_logs_intact": lambda job, _spark, _run: referenced_logs_intact(
         job.spec, job.settings, source=job.source()),
-    "checkpoint_fresh": lambda job, _spark: channel_checks.checkpoint_fresh(job.spec, job.settings,
+    "drained_logs_deleted": lambda job, _spark, _run: channel_checks.drained_logs_deleted(
+        job.spec, job.settings, source=job.source()),
+    "checkpoint_fresh": lambda job, _spark, _run: channel_checks.checkpoint_fresh(job.spec, job.settings,
                                                                             agent=job.landing.agent,
                                                                             source=job.source()),
-    "recovery_losses_acknowledged": lambda job, _spark: channel_checks.recovery_losses_acknowledged(
+    "recovery_losses_acknowledged": lambda job, _spark, _run: channel_checks.recovery_losses_acknowledged(
         job.spec, job.settings, source=job.source()),
-    "backlog_below_capacity": lambda job, _spark: channel_checks.backlog_below_capacity(
+    "backlog_below_capacity": lambda job, _spark, _run: channel_checks.backlog_below_capacity(
         job.spec, job.settings, source=job.source()),
-    "forward_sinks_reachable": lambda job, _spark: forward_sinks_reachable(job.spec, job.settings,
-                                                                          source=job.source()),
-    "landed_reconciles": lambda job, spark: data_checks.landed_reconciles(job.spec, job.settings, job.landing,
+    "forward_sinks_reachable": lambda job, _spark, _run: forward_sinks_reachable(job.spec, job.settings,
+                                                                                source=job.source()),
+    "landed_reconciles": lambda job, spark, _run: data_checks.landed_reconciles(job.spec, job.settings, job.landing,
                                                                           spark, token=job.token),
-    "landed_no_duplicate_event_ids": lambda job, spark: data_checks.landed_no_duplicate_event_ids(
+    "landed_no_duplicate_event_ids": lambda job, spark, _run: data_checks.landed_no_duplicate_event_ids(
+        job.spec, job.settings, job.landing.root, spark, landing=job.landing),
+    "landed_files_per_partition": lambda job, spark, _run: data_checks.landed_files_per_partition(
+        job.spec, job.settings, job.landing, spark),
+    "landed_fully_replicated": lambda job, spark, _run: data_checks.landed_fully_replicated(
         job.spec, job.settings, job.landing.root, spark),
-    "curated_no_duplicate_event_ids": lambda job, spark: data_checks.curated_no_duplicate_event_ids(
-        job.spec, job.settings, job.settings.curated_root, spark),
+    "curated_no_duplicate_event_ids": lambda job, spark, _run: curated_checks.curated_no_duplicate_event_ids(
+        job.spec, job.settings, job.landing, job.settings.curated_root, spark),
+    "curated_covers_landed": lambda job, spark, run: curated_checks.curated_covers_landed(
+        job.spec, job.settings, job.landing, run.first_hour(), spark),
+    "curated_schema_drift": lambda job, _spark, run: curated_checks.curated_schema_drift(
+        job.spec, job.settings, run.built()),
+    "curated_rescued_below_threshold": lambda job, _spark, run: curated_checks.curated_rescued_below_threshold(
+        job.spec, job.settings, run.built()),
+    "curated_rows_discarded": lambda job, _spark, run: curated_checks.curated_rows_discarded(
+        job.spec, job.settings, run.built()),
 }
 assert set(_RUN) == set(CHECKS), "every check of the runbook has an operator"
 
@@ -151,16 +208,24 @@ assert set(_RUN) == set(CHECKS), "every check of the runbook has an operator"
 class ChannelCheckOperator(_ChannelOperator):
     """Run check ``check`` on channel ``channel``; the XCom is the verdict (module docstring)."""
 
-    def __init__(self, *, check: str, channel: str, **kwargs: Any) -> None:
+    def __init__(self, *, check: str, channel: str, landing_task_id: str | None = None, **kwargs: Any) -> None:
         if check not in CHECKS:
             raise ConfigError(f"unknown check {check!r}; the checks: {', '.join(CHECKS)}", key="check")
         super().__init__(channel=channel, **kwargs)
-        self.check = check
+        self.check, self.landing_task_id = check, landing_task_id
 
     def execute(self, context: Context) -> dict[str, Any]:
         job = self.channel_task()
+        last = None
+        if self.landing_task_id:  # the landing of this DAG run: its XCom is the landing's summary
+            landed = context["ti"].xcom_pull(task_ids=self.landing_task_id)
+            last = LastLanding.from_metadata(landed) if isinstance(landed, dict) else None
         with task_spark(job.landing.spark) as start_spark:
-            verdict = _RUN[self.check](job, start_spark)
+            if self.check == "landed_reconciles" and last is not None:
+                verdict = data_checks.landed_reconciles(job.spec, job.settings, job.landing, start_spark,
+                                                        token=job.token, last=last)
+            else:
+                verdict = _RUN[self.check](job, start_spark, _CheckRun(self, context))
         outcome: dict[str, Any] = plain({"check": verdict.check, "passed": verdict.passed,
                                          "severity": str(verdict.severity), "description": verdict.description,
                                          "metadata": verdict.metadata})
@@ -172,3 +237,16 @@ class ChannelCheckOperator(_ChannelOperator):
         else:
             raise CheckFailedError(verdict)
         return outcome
+
+
+class MaintainTableOperator(_ChannelOperator):
+    """Compact the channel's Delta or Iceberg landed table and apply retention (``[landing]
+    retention_hours``); the XCom is what it did (files before and after, files deleted...)."""
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        job = self.channel_task()
+        result = maintain(job.spec, job.landing)
+        for line in maintenance_lines(result, self.channel):
+            self.log.info(line)
+        summary: dict[str, Any] = plain(maintenance_metadata(result))
+        return summary

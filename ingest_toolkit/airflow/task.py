@@ -37,9 +37,11 @@ class ChannelTask:
     token: str | None  # the agent's bearer token from the connection (None: the configuration's)
 
     @classmethod
-    def load(cls, channel: str, directory: str | None = None, agent_conn_id: str | None = None) -> ChannelTask:
+    def load(cls, channel: str, directory: str | None = None, agent_conn_id: str | None = None,
+             table_format: str | None = None) -> ChannelTask:
         """Settings of ``directory`` (default :func:`conf_dir`); with ``agent_conn_id`` the landing
-        takes through the connection's agent with its token and TLS files."""
+        takes through the connection's agent with its token and TLS files; ``table_format``
+        overrides ``[landing] format``."""
         from ..land.config import load_landing_config
 
         settings = load_orchestration_settings(directory=Path(directory) if directory else conf_dir())
@@ -50,6 +52,8 @@ class ChannelTask:
 
             hook = IngestAgentHook(agent_conn_id)
             overrides, token = hook.landing_overrides(), hook.token()
+        if table_format:
+            overrides["format"] = table_format
         landing = load_landing_config(settings.landing_conf, **overrides)
         return cls(settings, channel_spec(settings.agent_conf, channel, agent=landing.agent), landing, token)
 

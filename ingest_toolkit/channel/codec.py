@@ -7,25 +7,32 @@ generated class produces; with headers the bytes are a valid encoding that proto
 the same message (both checked in ``tests/channel/test_codec.py``). Headers longer than 127
 bytes, non-strings and unencodable strings go through protobuf, so errors are protobuf's own.
 ``decode_put`` reads header-less payloads directly and everything else with protobuf (upb is
-faster there than Python byte parsing). ``decode_puts`` decodes many payloads at once into
-:class:`EventColumns`: one protobuf parse of the joined payloads (see ``PutsView`` in
-``channel.proto``) instead of one parse, one dict and one ``Event`` per event.
+faster there than Python byte parsing): it is the reference, what a PUT payload means.
+``decode_puts`` decodes many payloads at once into :class:`EventColumns`, with the same result
+on every input: bodies sliced out, the headers of all payloads in three protobuf parses of
+their joined header regions (:func:`decode_header_regions`, views in ``channel.proto``) instead
+of one parse, one dict and one ``Event`` per event (``headers.py``). The joined parse only
+stands for the payloads when it proves them canonical (every field where the channel's encoder
+puts it, in its minimal encoding, nothing else); otherwise the payloads are decoded one by one.
+A crafted payload whose field runs past its end would otherwise swallow the bytes that separate
+it from the next one, or shape the next event.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Final
 
+from .headers import body_span, decode_header_regions
 from .proto import channel_pb2 as pb
 from .tags import TagRecord
 
-__all__ = ["Event", "EventColumns", "SMALL_VARINTS", "varint", "decode_put", "decode_puts", "encode_put",
-           "encode_put_pairs", "encode_puts_columns", "header_entries", "header_entry", "encode_take",
-           "decode_take",
-           "encode_commit", "decode_commit", "encode_rollback", "TXN_PUT", "TXN_TAKE"]
+__all__ = ["Event", "EventColumns", "SMALL_VARINTS", "varint", "decode_put", "decode_puts", "decode_one_by_one",
+           "SplitPayloads", "encode_put", "encode_put_pairs", "encode_puts_columns", "header_entries", "header_entry",
+           "encode_take", "decode_take", "encode_commit", "decode_commit", "encode_rollback", "TXN_PUT", "TXN_TAKE"]
 
 TXN_PUT: Final = pb.TXN_KIND_PUT
 TXN_TAKE: Final = pb.TXN_KIND_TAKE
@@ -72,8 +79,8 @@ class EventColumns:
         if not self.header_keys:
             return list(map(Event, self.bodies, [{} for _ in self.bodies], self.seqs))
         keys, values, events, at = self.header_keys, self.header_values, [], 0
-        for body, seq, count in zip(self.bodies, self.seqs, self.header_counts, strict=True):
-            end = at + count
+        for body, seq, size in zip(self.bodies, self.seqs, self.header_counts, strict=True):
+            end = at + size
             events.append(Event(body, dict(zip(keys[at:end], values[at:end], strict=True)), seq))
             at = end
         return events
@@ -215,49 +222,96 @@ def decode_put(payload: bytes | memoryview, seq: int) -> Event:
     return Event(msg.body, {key: headers[key] for key in headers}, seq)
 
 
-_END_OF_EVENT: Final = b"\x12\x02\x18\x01"  # PutsView.headers entry {end: true}
-_NO_BODY: Final = b"\x0a\x00"  # an empty body for a payload that has none
+class SplitPayloads:
+    """PUT payloads being decoded together: each body sliced out of its payload, and the header
+    regions (what follows the body field) of those that have one, to decode in one go with
+    :func:`decode_header_regions`. ``payload(frame)`` gives back the whole payload of a region
+    (``frame``: where the caller found it) when that declines the regions and the reference
+    decodes them one by one: rare, so the payload is not kept. The take's hot loop inlines
+    :meth:`add` for the usual payload and appends to the lists itself."""
+
+    __slots__ = ("at", "bodies", "frames", "payload", "regions", "seqs")
+
+    def __init__(self, payload: Callable[[int], bytes | memoryview]) -> None:
+        self.payload = payload
+        self.bodies: list[bytes] = []
+        self.seqs: list[int] = []  # filled by the caller, one per body
+        self.regions: list[bytes | memoryview] = []  # the non-empty header regions, in event order
+        self.at: list[int] = []  # the event of each region
+        self.frames: list[int] = []  # the frame of each region, as ``payload`` takes it
+
+    def add(self, payload: bytes | memoryview, frame: int) -> None:
+        """Split one payload (its seq is the caller's to append)."""
+        size = len(payload)
+        first, stop = body_span(payload, 0, size)
+        self.bodies.append(bytes(payload[first:stop]))
+        if stop < size:
+            self.at.append(len(self.bodies) - 1)
+            self.regions.append(payload[stop:])
+            self.frames.append(frame)
+
+    def payloads(self) -> list[bytes | memoryview]:
+        """The whole payload of each region."""
+        return list(map(self.payload, self.frames))
+
+    def finish(self) -> EventColumns:
+        """The events, as :func:`decode_put` makes them of each payload alone; its DecodeError for
+        the first payload with a region that it refuses."""
+        bodies, at = self.bodies, self.at
+        if not at:
+            return EventColumns(bodies, self.seqs, [0] * len(bodies))
+        decoded = decode_header_regions(self.regions)
+        if decoded is None:  # a payload the channel's encoders never write: the reference decodes them
+            exact = decode_one_by_one(self.payloads(), [self.seqs[k] for k in at])
+            for k, body in zip(at, exact.bodies, strict=True):
+                bodies[k] = body
+            decoded = exact.header_counts, exact.header_keys, exact.header_values
+        counts, keys, values = decoded
+        if len(at) < len(bodies):
+            every = [0] * len(bodies)
+            for k, n in zip(at, counts, strict=True):
+                every[k] = n
+            counts = every
+        return EventColumns(bodies, self.seqs, counts, keys, values)
 
 
 def decode_puts(payloads: Sequence[bytes | memoryview], seqs: list[int]) -> EventColumns:
-    """Decode many PUT payloads (each a frame's slice) into columns with one protobuf parse.
+    """Decode many PUT payloads (each a frame's slice) into columns: the same events as
+    :func:`decode_put` of each payload alone, or its DecodeError for the first payload it
+    refuses. Bodies are sliced out, headers decoded by :func:`decode_header_regions`; when that
+    declines (a payload in a shape the channel never writes), the payloads are decoded one by one."""
+    split = SplitPayloads(payloads.__getitem__)
+    bodies, regions, at, frames = split.bodies, split.regions, split.at, split.frames
+    add_body = bodies.append
+    for k, payload in enumerate(payloads):
+        size = len(payload)  # inlined: a body field with a length of one or two bytes
+        if size >= 2 and payload[0] == 0x0A:
+            m = payload[1]
+            if m < 0x80:
+                first = 2
+            elif size >= 3 and payload[2] < 0x80:
+                m = (m & 0x7F) | (payload[2] << 7)
+                first = 3
+            else:
+                first = size + 1
+            stop = first + m
+            if stop <= size:
+                add_body(payload[first:stop])  # type: ignore[arg-type]  # made bytes below
+                if stop < size:
+                    at.append(k)
+                    regions.append(payload[stop:])
+                    frames.append(k)
+                continue
+        split.add(payload, k)
+    if not all(map(isinstance, payloads, repeat(bytes))):
+        bodies[:] = map(bytes, bodies)  # slices of memoryviews
+    split.seqs = seqs
+    return split.finish()
 
-    Payloads another encoder wrote in an unusual shape (a body after the headers, a body field
-    twice) do not line up in the joined parse; they are then decoded one by one, with the same
-    result and the same errors as :func:`decode_put`.
-    """
-    parts: list[bytes | memoryview] = []
-    add = parts.append
-    for payload in payloads:
-        if not payload or payload[0] != 0x0A:
-            add(_NO_BODY)
-        add(payload)
-        add(_END_OF_EVENT)
-    try:
-        view = pb.PutsView.FromString(b"".join(parts))
-    except Exception:  # noqa: BLE001 - a payload protobuf refuses: decode_put names the error
-        return EventColumns.of(decode_put(p, seq) for p, seq in zip(payloads, seqs, strict=True))
-    bodies, entries, n = list(view.bodies), view.headers, len(payloads)
-    if len(bodies) != n or len(entries) < n:
-        return EventColumns.of(decode_put(p, seq) for p, seq in zip(payloads, seqs, strict=True))
-    if len(entries) == n:  # separators only: no event has headers
-        return EventColumns(bodies, seqs, [0] * n)
-    keys: list[str] = []
-    values: list[str] = []
-    counts: list[int] = []
-    add_key, add_value, add_count = keys.append, values.append, counts.append
-    count = 0
-    for entry in entries:
-        if entry.end:
-            add_count(count)
-            count = 0
-        else:
-            add_key(entry.key)
-            add_value(entry.value)
-            count += 1
-    if len(counts) != n:  # a map entry of a payload carried field 3 (``end`` here, unknown in Put)
-        return EventColumns.of(decode_put(p, seq) for p, seq in zip(payloads, seqs, strict=True))
-    return EventColumns(bodies, seqs, counts, keys, values)
+
+def decode_one_by_one(payloads: Iterable[bytes | memoryview], seqs: Iterable[int]) -> EventColumns:
+    """:func:`decode_put` of each payload: the reference, for payloads the fast paths decline."""
+    return EventColumns.of(list(map(decode_put, payloads, seqs)))
 
 
 def encode_take(pointers: array[int] | list[int]) -> bytes:

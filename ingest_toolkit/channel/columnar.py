@@ -12,15 +12,19 @@ the most headers of one event). Bodies, header keys and values become Arrow arra
 Whatever the vectorized path does not accept exactly, it does not decode: a frame that fails a
 check, a payload in a shape other than ``[body] entry*`` with entries ``[key] [value]`` (fields
 in another order, a field twice, unknown fields, varints over 5 bytes), keys or values that are
-not UTF-8. :meth:`ArrowBuilder.add_run` then returns False and the reader decodes the run on the
-exact path, from the same bytes: a damaged frame raises the same ``CorruptLogError``, an unusual
-payload decodes to the same event. For every run it accepts, the result equals the exact path's
-(``tests/channel/test_take_arrow.py`` compares them).
+not UTF-8, an event with a key twice (protobuf's map keeps one). :meth:`ArrowBuilder.add_run`
+then returns False and the reader decodes the run on the exact path, from the same bytes: a
+damaged frame raises the same ``CorruptLogError``, an unusual payload decodes to the same event.
+Every field is bounded by the payload (or entry) holding it, so each payload is decoded as if
+alone, as ``codec.decode_put`` decodes it: for every run it accepts, the result equals the exact
+path's (``tests/channel/test_take_arrow.py`` compares them) and the reference's
+(``tests/channel/test_put_decoders.py``).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -221,7 +225,76 @@ def _decode(buf: bytes, positions: _Ints) -> _Part:
         values = _slices(buf, value_start, value_end).cast(pa.string())
     except pa.ArrowInvalid:
         raise _Unusual from None
+    _require(_distinct_keys(keys, counts))
     return _Part(seqs, counts, _slices(buf, body_start, body_end), keys, values)
+
+
+_PAIRWISE: Final = 8  # events of at most this many headers: keys compared pairwise, else sorted
+_LOW_BYTES: Final = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], np.uint64)  # k low bytes
+
+
+def _distinct_keys(keys: pa.Array, counts: _Ints) -> bool:
+    """Whether no event holds a key twice. Protobuf's map keeps one entry per key (the last
+    value, at the first's place), so such an event is left to the exact path. The k-th and l-th
+    keys of all events are compared at once, by length first (keys of the same length are rare
+    in one event), then by bytes."""
+    most = int(counts.max()) if counts.size else 0
+    if most < 2:
+        return True
+    if most > _PAIRWISE:
+        return _distinct_sorted(keys, counts)
+    offsets = np.frombuffer(keys.buffers()[1], np.int32)[keys.offset: keys.offset + len(keys) + 1].astype(np.int64)
+    lengths, words = offsets[1:] - offsets[:-1], None
+    for first, second in _key_pairs(counts, most):
+        same = np.flatnonzero(lengths[first] == lengths[second])
+        if same.size:
+            words = _key_words(keys) if words is None else words
+            if _any_equal(words, offsets[first][same], offsets[second][same], lengths[first][same]):
+                return False
+    return True
+
+
+def _key_pairs(counts: _Ints, most: int) -> Iterator[tuple[Any, Any]]:
+    """For each k < l: the entry indices of the k-th and of the l-th key of every event that has
+    an l-th (slices when every event has ``most`` headers, the usual case)."""
+    if int(counts.min()) == most:
+        size = int(counts.size) * most
+        for later in range(1, most):
+            for earlier in range(later):
+                yield slice(earlier, size, most), slice(later, size, most)
+        return
+    starts = np.cumsum(counts) - counts  # the entries of an event are consecutive (payload order)
+    for later in range(1, most):
+        events = starts[counts > later]
+        for earlier in range(later):
+            yield events + earlier, events + later
+
+
+def _key_words(keys: pa.Array) -> np.ndarray[Any, Any]:
+    """A view of the keys' data buffer whose element ``k`` is the little-endian u64 at byte
+    ``k`` (the offsets index it), padded with zeros so that a word can be read at any key."""
+    raw = keys.buffers()[2]
+    return _unaligned((raw.to_pybytes() if raw is not None else b"") + bytes(8), "<u8")
+
+
+def _any_equal(words: np.ndarray[Any, Any], first: _Ints, second: _Ints, lengths: _Ints) -> bool:
+    """Whether any key at ``first`` equals the one at ``second`` (pairs of the same length),
+    compared eight bytes at a time while pairs are still equal."""
+    equal = np.ones(lengths.size, bool)
+    for at in range(0, int(lengths.max()), 8):
+        low = _LOW_BYTES[np.clip(lengths - at, 0, 8)]
+        equal &= ((words[first + at] ^ words[second + at]) & low) == 0
+        if not equal.any():
+            return False
+    return bool(equal.any())
+
+
+def _distinct_sorted(keys: pa.Array, counts: _Ints) -> bool:
+    """:func:`_distinct_keys` for events with many headers: (event, key code) pairs sorted."""
+    codes = keys.dictionary_encode().indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    owners = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+    pairs = owners * (int(codes.max()) + 1) + codes
+    return bool(np.unique(pairs).size == pairs.size)
 
 
 def _check_frames(buf: bytes, data: np.ndarray[Any, np.dtype[np.uint8]], positions: _Ints) -> tuple[_Ints, _Ints]:

@@ -149,6 +149,8 @@ class PointerQueue:
 
     def _write(self, start: int, pointers: Sequence[int]) -> None:
         cap, n = len(self._buf), len(pointers)
+        if not n:  # an empty slice assignment counts as a resize: refused while a reader holds views
+            return
         first = min(n, cap - start)
         block = pointers if isinstance(pointers, array) else array("Q", pointers)
         if self._lent is not None:

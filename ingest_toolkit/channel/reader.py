@@ -1,9 +1,12 @@
 """Reading PUT frames back by pointer, for takes.
 
 Pointers taken together are usually neighbours in one segment, so a run of them is fetched with
-one ``pread`` spanning the run; every frame's checksum is verified. A header-less body is sliced
-straight out of the buffer; the payloads of events with headers are decoded together, in one
-protobuf parse (``codec.decode_puts``). The result is columns, or events made from them.
+one ``pread`` spanning the run; every frame's checksum is verified. Bodies are sliced straight
+out of the buffer; the header regions of the events with headers (what follows the body field)
+are decoded together, in three protobuf parses (``codec.decode_header_regions``), when they are
+provably what the channel's encoders write, else one by one by ``codec.decode_put``, the
+reference: every event is what ``decode_put`` makes of its payload alone, on any input. The
+result is columns, or events made from them.
 ``read_arrow`` decodes whole runs with numpy into Arrow arrays instead (``columnar.py``) and
 leaves to this exact path every run it cannot decode exactly.
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 import threading
 from bisect import bisect_right
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from crc32c import crc32c
@@ -28,7 +32,7 @@ from google.protobuf.message import DecodeError
 
 from ..errors import CorruptLogError
 from . import format as fmt
-from .codec import Event, EventColumns, decode_put, decode_puts
+from .codec import Event, EventColumns, SplitPayloads, decode_put, decode_puts
 from .crypto import RUN_BYTES, KeyChain, Opener
 from .format import FrameError, FrameType
 from .fs import File, FileSystem
@@ -159,11 +163,11 @@ class EventReader:
             if opener is not None:  # encrypted: decrypted frame by frame, the exact path decodes
                 exact = EventColumns()
                 self._decode_encrypted(opener, path, buf, start, pointers, i, j, exact)
-                builder.add_columns(exact)
+                builder.add_columns(_arrow_seqs(path, exact, pointers, i))
             elif not builder.add_run(buf, array[i:j], start):
                 exact = EventColumns()
                 _decode_run(path, buf, start, pointers, i, j, exact)
-                builder.add_columns(exact)
+                builder.add_columns(_arrow_seqs(path, exact, pointers, i))
         return builder.finish()
 
     def _arrow_sealed(self, builder: ArrowBuilder, pointers: list[int], array: Any, i: int, j: int) -> None:
@@ -175,7 +179,7 @@ class EventReader:
             if not builder.add_run(plain, array[i:k], base):
                 exact = EventColumns()
                 _decode_run(path, plain, base, pointers, i, k, exact)
-                builder.add_columns(exact)
+                builder.add_columns(_arrow_seqs(path, exact, pointers, i))
             i = k
 
     # -- version 3: sealed runs -----------------------------------------------------------
@@ -340,6 +344,20 @@ class EventReader:
 
 
 _CHUNK = 1 << 20
+_INT64_END = 1 << 63  # the Arrow table's seq column is int64; a frame's seq field is u64
+
+
+def _arrow_seqs(path: str, columns: EventColumns, pointers: list[int], i: int) -> EventColumns:
+    """``columns`` (the events of ``pointers[i:]``, decoded exactly) when every seq fits the
+    Arrow table's int64 column; else CorruptLogError naming the first frame whose does not.
+    The channel assigns seqs from the clock in microseconds, so only a damaged or crafted
+    frame (its CRC recomputed) holds one; the lists of ``take_columns`` keep it as it is."""
+    if columns.seqs and max(columns.seqs) >= _INT64_END:
+        k = next(k for k, seq in enumerate(columns.seqs) if seq >= _INT64_END)
+        raise CorruptLogError(path=path, offset=fmt.pointer_offset(pointers[i + k]),
+                              reason=f"PUT frame sequence number {columns.seqs[k]} does not fit the int64 seq "
+                                     "column of an Arrow take")
+    return columns
 
 
 def _scan_frames(file: File, frames: _Frames, target: int) -> None:
@@ -400,24 +418,28 @@ def _verify_in_chunks(file: File, pos: int, length: int) -> None:
         raise CorruptLogError(path=file.path, offset=pos, reason="checksum mismatch")
 
 
+def _payload_at(buf: bytes, view: memoryview) -> Callable[[int], memoryview]:
+    """The payload of the (valid) frame at a position of ``buf``."""
+    return lambda pos: view[pos + _HEAD: pos + _unpack_header(buf, pos)[3] - 4]
+
+
 def _decode_run(path: str, buf: bytes, start: int, pointers: list[int], i: int, j: int,
                 out: EventColumns) -> None:
     """Validate and decode the frames of ``pointers[i:j]`` in ``buf`` (read from ``start``) and
-    append their events to ``out``: the exact path, which names the first damaged frame."""
-    # bodies[k] is the body of a header-less event, None for one whose payload (in
-    # ``payloads``, at position ``at`` of the run) needs the protobuf parse.
-    bodies: list[bytes | None] = []
-    seqs: list[int] = []
-    payloads: list[memoryview] = []
-    at: list[int] = []
-    offsets: list[int] = []  # file offset of each frame in ``payloads``: for the error
+    append their events to ``out``: the exact path, which names the first damaged frame (a
+    damaged frame before an undecodable payload: frames are checked first, then decoded), else
+    the first frame whose payload :func:`~.codec.decode_put` refuses. Events are what
+    ``decode_put`` makes of each payload alone."""
     view, size = memoryview(buf), len(buf)
-    add_body, add_seq, add_payload, add_at = bodies.append, seqs.append, payloads.append, at.append
+    split = SplitPayloads(_payload_at(buf, view))
+    bodies, seqs, regions, at, frames = split.bodies, split.seqs, split.regions, split.at, split.frames
+    add_body, add_seq = bodies.append, seqs.append
     for k in range(i, j):
         # Hot path, inlined: validate the frame (magic, type, length, CRC32C over the whole
-        # frame) and slice a header-less body straight out of the buffer; a frame with
-        # headers keeps its payload for the one protobuf parse of the whole take. A frame
-        # that fails any check goes to _checked_payload, which gives the exact error.
+        # frame) and slice the body straight out of the buffer when the payload starts with a
+        # body field of a one- or two-byte length; the rest of the payload is its header region,
+        # decoded with the whole run's. Any other payload goes to SplitPayloads.add, a frame that
+        # fails a check to _checked_payload, which gives the exact error.
         pos = (pointers[k] & _MASK) - start
         if pos + _OVERHEAD <= size:
             magic, ftype, flags, length, _txn, seq = _unpack_header(buf, pos)
@@ -425,32 +447,37 @@ def _decode_run(path: str, buf: bytes, start: int, pointers: list[int], i: int, 
             if (magic == _MAGIC and ftype == _PUT and not flags and length >= _OVERHEAD
                     and end + 4 <= size and crc32c(view[pos:end]) == _unpack_crc(buf, end)[0]):
                 body = pos + _HEAD
-                add_seq(seq)
-                if end - body >= 3 and buf[body] == 0x0A:
+                if end - body >= 2 and buf[body] == 0x0A:
                     m = buf[body + 1]
                     if m < 0x80:
-                        body += 2
-                    elif buf[body + 2] < 0x80:
+                        first = body + 2
+                    elif buf[body + 2] < 0x80:  # in the buffer: the frame's CRC follows
                         m = (m & 0x7F) | (buf[body + 2] << 7)
-                        body += 3
-                    if body + m == end:
-                        add_body(buf[body:end])
+                        first = body + 3
+                    else:
+                        first = end + 1  # a longer length: split.add
+                    stop = first + m
+                    if stop == end:  # no headers
+                        add_seq(seq)
+                        add_body(buf[first:end])
                         continue
-                add_at(len(bodies))
-                add_body(None)
-                add_payload(view[pos + _HEAD : end])
-                offsets.append(pos + start)
+                    if stop < end:
+                        add_seq(seq)
+                        add_body(buf[first:stop])
+                        at.append(len(seqs) - 1)
+                        regions.append(view[stop:end])
+                        frames.append(pos)
+                        continue
+                add_seq(seq)
+                split.add(view[body:end], pos)
                 continue
         payload, seq = _checked_payload(path, buf, view, pos, start)
         add_seq(seq)
-        add_at(len(bodies))
-        add_body(None)
-        add_payload(payload)
-        offsets.append(pos + start)
+        split.add(payload, pos)
     try:
-        _append_run(out, bodies, seqs, payloads, at)
+        out.extend(split.finish())
     except DecodeError:
-        _raise_undecodable(path, payloads, offsets)
+        _raise_undecodable(path, split.payloads(), [pos + start for pos in frames])
         raise
 
 
@@ -476,28 +503,12 @@ def _payload_run(path: str, buf: bytes, start: int, pointers: list[int], i: int,
 
 
 def _decode_payloads(payloads: list[bytes], seqs: list[int], out: EventColumns) -> None:
-    """Append the events of authentic plaintext PUT payloads to ``out``: a header-less body is
-    sliced out, the rest go through one protobuf parse (as in :func:`_decode_run`)."""
-    bodies: list[bytes | None] = []
-    parse: list[memoryview] = []
-    at: list[int] = []
-    for payload in payloads:
-        size = len(payload)
-        if size >= 3 and payload[0] == 0x0A:
-            m, body = payload[1], 2
-            if m >= 0x80 and payload[2] < 0x80:
-                m, body = (m & 0x7F) | (payload[2] << 7), 3
-            if m < 0x80 or body == 3:
-                if body + m == size:
-                    bodies.append(payload[body:])
-                    continue
-        at.append(len(bodies))
-        bodies.append(None)
-        parse.append(memoryview(payload))
-    _append_run(out, bodies, seqs, parse, at)
+    """Append the events of authentic plaintext PUT payloads to ``out``, as :func:`_decode_run`
+    decodes them: what ``decode_put`` makes of each payload alone, or its DecodeError."""
+    out.extend(decode_puts(payloads, seqs))
 
 
-def _raise_undecodable(path: str, payloads: list[memoryview], offsets: list[int]) -> None:
+def _raise_undecodable(path: str, payloads: list[bytes | memoryview], offsets: list[int]) -> None:
     """Name the first PUT frame whose payload protobuf refuses (its CRC vouched for it)."""
     for payload, offset in zip(payloads, offsets, strict=True):
         try:
@@ -505,23 +516,6 @@ def _raise_undecodable(path: str, payloads: list[memoryview], offsets: list[int]
         except DecodeError as err:
             raise CorruptLogError(path=path, offset=offset,
                                   reason=f"PUT payload is not a valid Put message ({err})") from None
-
-
-def _append_run(out: EventColumns, bodies: list[bytes | None], seqs: list[int], payloads: list[memoryview],
-                at: list[int]) -> None:
-    """Decode the payloads of one run together and append the run's events to ``out``."""
-    if not payloads:
-        out.extend(EventColumns(bodies, seqs, [0] * len(bodies)))  # type: ignore[arg-type]  # no None left
-        return
-    if len(payloads) == len(bodies):
-        out.extend(decode_puts(payloads, seqs))
-        return
-    parsed = decode_puts(payloads, [seqs[k] for k in at])
-    counts = [0] * len(bodies)
-    for k, body, count in zip(at, parsed.bodies, parsed.header_counts, strict=True):
-        bodies[k] = body
-        counts[k] = count
-    out.extend(EventColumns(bodies, seqs, counts, parsed.header_keys, parsed.header_values))  # type: ignore[arg-type]
 
 
 def _checked_payload(path: str, buf: bytes, view: memoryview, pos: int, start: int) -> tuple[memoryview, int]:

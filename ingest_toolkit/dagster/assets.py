@@ -30,11 +30,13 @@ from typing import Any
 
 import dagster as dg
 
+from ingest_toolkit.land.config import LandingConfig
 from ingest_toolkit.orchestrate.curation import CuratedResult, build_curated_partition, curated_metadata
 from ingest_toolkit.orchestrate.landing import land, landing_lines, landing_metadata
 from ingest_toolkit.orchestrate.settings import ChannelSpec, OrchestrationSettings
 
 from .instance import pool_limit
+from .maintenance import KINDS
 from .metadata import dagster_metadata
 from .naming import channel_key, curated_key, curated_pool_name, landed_key, landing_pool_name
 from .partitions import channel_partitions
@@ -61,16 +63,17 @@ def _pool_metadata(context: dg.AssetExecutionContext, pool: str, risk: str) -> d
 
 
 def build_landing_asset(spec: ChannelSpec, settings: OrchestrationSettings, keys: ResourceKeys | None = None,
-                        pool: str | None = None) -> dg.AssetsDefinition:
+                        pool: str | None = None, *, table_format: str = "parquet") -> dg.AssetsDefinition:
     """The landed table; ``keys``: its resources (default :meth:`ResourceKeys.of` the channel), ``pool``:
-    its concurrency pool (default ``landing-<channel>``)."""
+    its concurrency pool (default ``landing-<channel>``), ``table_format``: its format (the asset's kinds)."""
     keys = keys or ResourceKeys.of(spec.node)
     pool = pool or landing_pool_name(spec.node)
+    what = {"parquet": "Parquet", "delta": "a Delta Lake table", "iceberg": "an Iceberg table"}[table_format]
 
     @dg.asset(key=landed_key(spec.node), deps=[channel_key(spec.node)], pool=pool,
-              required_resource_keys={keys.landing, keys.spark}, group_name="landing", kinds={"spark", "parquet"},
+              required_resource_keys={keys.landing, keys.spark}, group_name="landing", kinds=KINDS[table_format],
               description=f"Takes committed events out of channel '{spec.name}' in take transactions and lands "
-                          "them as Parquet (partitioned by event date/hour), exactly once.")
+                          f"them into {what} (partitioned by event date/hour), exactly once.")
     def landed(context: dg.AssetExecutionContext, config: LandingRunConfig) -> dg.MaterializeResult:
         landing, spark = keys.landing_of(context), keys.spark_of(context)
         pool_meta = _pool_metadata(context, pool, f"two landing runs of channel {spec.name} may run at once "
@@ -88,16 +91,22 @@ def build_landing_asset(spec: ChannelSpec, settings: OrchestrationSettings, keys
     return landed
 
 
-def _build_partitions(context: dg.AssetExecutionContext, partitions: dg.HourlyPartitionsDefinition, channel: str,
-                      landed_root: str, spark: SparkResource, curated_root: str) -> dict[str, CuratedResult]:
+def _build_partitions(context: dg.AssetExecutionContext, partitions: dg.HourlyPartitionsDefinition,
+                      spec: ChannelSpec, settings: OrchestrationSettings, landing: LandingConfig, spark: SparkResource,
+                      curated_root: str) -> dict[str, CuratedResult]:
     """Build every partition of the run (one key, or a backfill's range) in one Spark session;
     each partition's materialization gets the metadata of its own hour."""
     results: dict[str, CuratedResult] = {}
+    curation = settings.curated.for_channel(spec.name)
     for key in context.partition_keys:
         window = partitions.time_window_for_partition_key(key)
-        result = build_curated_partition(spark.session(), landed_root, curated_root, channel, window.start, window.end)
-        context.log.info(f"partition {key}: {result.rows} rows from {len(result.source_dirs)} landed directories, "
-                         f"{result.duplicates_dropped} duplicates dropped")
+        result = build_curated_partition(spark.session(), landing, curated_root, spec.name, window.start, window.end,
+                                         curation, run_id=context.run.run_id)
+        context.log.info(f"partition {key}: {result.rows} rows from {result.landed_files} landed files "
+                         f"({result.format}), {result.duplicates_dropped} duplicates dropped, "
+                         f"{result.columns} columns" + (f" (new: {', '.join(result.columns_added)})"
+                                                        if result.columns_added else "")
+                         + f", {result.rescued_rows} rows with rescued data, {result.discarded_rows} discarded")
         context.add_asset_metadata(dagster_metadata(curated_metadata(result)), partition_key=key)
         results[key] = result
     return results
@@ -119,13 +128,14 @@ def build_curated_asset(spec: ChannelSpec, settings: OrchestrationSettings,
                   backfill_policy=dg.BackfillPolicy.single_run(), group_name="curated", kinds={"spark", "parquet"},
                   required_resource_keys={keys.landing, keys.spark, keys.curated},
                   description=f"Hourly curated table of channel '{spec.name}': the landed rows of the hour, one per "
-                              "event_id, rewritten as a whole (staging directory + swap). Backfill any range: one run "
-                              "builds every hour of it in one Spark session.")
+                              "event_id, the body parsed into typed columns whose schema evolves under the channel's "
+                              "contract (what does not fit is kept in _rescued_data); each hour replaced as a whole. "
+                              "Backfill any range: one run builds every hour of it in one Spark session.")
         def curated_table(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
             landing, spark, curated = keys.landing_of(context), keys.spark_of(context), keys.curated_of(context)
             pool_meta = _pool_metadata(context, pool, f"two runs of the same hour of channel {spec.name} could swap "
                                                       "its directory at the same time")
-            results = _build_partitions(context, partitions, spec.name, landing.config().root, spark, curated.root)
+            results = _build_partitions(context, partitions, spec, settings, landing.config(), spark, curated.root)
             return dg.MaterializeResult(metadata={"hours_in_run": dg.MetadataValue.text(str(len(results))),
                                                   **pool_meta})
 

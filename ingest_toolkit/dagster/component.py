@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import dagster as dg
 from dagster.components import Scaffolder, ScaffoldRequest
@@ -64,14 +64,42 @@ def _opt(description: str) -> Any:
 class PartitionsAttributes(dg.Model):
     """The curated table's hourly partitions."""
 
-    start: str | None = _opt('"auto" (the earliest landed hour, or today) or the first key, "2026-11-01-00:00"')
+    start: str | None = _opt('"auto" (the earliest landed hour, or lookback_days back) or the first key, '
+                             '"2026-11-01-00:00"')
     timezone: str | None = _opt("IANA time zone of the partition keys and the schedule; UTC has no odd DST keys")
+    lookback_days: int | None = _opt("auto: start at least this many days before today (late data, history)")
+
+
+class ContractAttributes(dg.Model):
+    """The schema contract of the curated table (evolve, freeze, discard_row, discard_value)."""
+
+    columns: str | None = _opt("new fields: evolve (new columns), freeze (fail the run), discard_row, discard_value")
+    data_type: str | None = _opt("values that do not fit their column: evolve/discard_value (rescue), freeze, "
+                                 "discard_row")
+    column_patterns: dict[str, str] | None = _opt('per column-name glob, e.g. {"debug__*": "discard_value"}')
+
+
+class CuratedAttributes(dg.Model):
+    """How the curated table parses and types the bodies (docs/curation.md)."""
+
+    parser: str | None = _opt("json (default), logfmt, regex (with pattern) or none (the landed columns)")
+    pattern: str | None = _opt("regex: a regular expression with named groups, (?P<level>\\w+)")
+    format: str | None = _opt("auto (the landing's format), parquet, delta or iceberg")
+    types: dict[str, str] | None = _opt('column types instead of inferred ones, e.g. {"status": "long"}')
+    header_columns: list[str] | None = _opt("headers as string columns header_<name>")
+    max_depth: int | None = _opt("nested objects flattened this deep (user.id -> user__id)")
+    keep_body: bool | None = _opt("keep the raw body column beside the typed ones")
+    schema_file: str | None = _opt("a JSON Schema or a list of columns that fixes the schema")
+    rescued_max_share: float | None = _opt("curated_rescued_below_threshold fails above this share of rows")
+    contract: ContractAttributes | None = _opt("the schema contract")
 
 
 class ScheduleAttributes(dg.Model):
     """The drain schedule: a landing run this often whatever the sensor thresholds say."""
 
     drain_cron: str | None = _opt("cron expression, in partitions.timezone (default */30 * * * *)")
+    maintenance_cron: str | None = _opt("the Delta or Iceberg table's maintenance (compaction, retention), "
+                                        "in partitions.timezone (default 0 3 * * *)")
 
 
 class SensorAttributes(dg.Model):
@@ -104,6 +132,7 @@ class ChecksAttributes(dg.Model):
     landing_only_taker: bool | None = _opt("reconcile manifests against the channel's takes_committed")
     checkpoint_wait_seconds: float | None = _opt("landed_reconciles waits this long for a newer checkpoint")
     runbook_url: str | None = _opt("where docs/runbook.md is served; checks link <runbook_url>#<check>")
+    max_files_per_partition: int | None = _opt("landed_files_per_partition warns above this many data files")
 
 
 # defs.yaml attribute path -> OrchestrationSettings field
@@ -111,7 +140,8 @@ _SETTING_OF: dict[tuple[str, ...], str] = {
     ("agent_conf",): "agent_conf", ("landing_conf",): "landing_conf", ("curated_root",): "curated_root",
     ("batches_per_run",): "batches_per_run", ("observe",): "observe",
     ("partitions", "start"): "partitions_start", ("partitions", "timezone"): "timezone",
-    ("schedule", "drain_cron"): "drain_cron",
+    ("partitions", "lookback_days"): "partitions_lookback_days",
+    ("schedule", "drain_cron"): "drain_cron", ("schedule", "maintenance_cron"): "maintenance_cron",
     ("sensor", "min_backlog"): "sensor_min_backlog",
     ("sensor", "max_backlog_age_seconds"): "sensor_max_backlog_age_seconds",
     ("sensor", "interval_seconds"): "sensor_interval_seconds", ("sensor", "max_retries"): "sensor_max_retries",
@@ -186,15 +216,26 @@ def defs_yaml(type_name: str, channel: str, agent_conf: str = "conf/agent.toml",
         f"  agent_name: {text(agent_name)}" if agent_name else "  # agent_name: agg1",
         line(f"  observe: {d.observe}", "state from the directories (local), the agent's status (remote)"),
         line("  landing_conf: conf/landing.toml", "Spark settings and the landing defaults"),
-        line("  landing_root: var/landing", f"path or URI (hdfs://, s3a://); Parquet under <root>/{channel}"),
+        line("  landing_root: var/landing", f"path or URI (hdfs://, s3a://); the table is <root>/{channel}"),
+        line("  # table_format: delta", "parquet, delta or iceberg (default: landing_conf's format)"),
         line(f"  curated_root: {d.curated_root}"),
         line("  curate: true", "false: no curated table here (another instance curates it)"),
         line(f"  batches_per_run: {d.batches_per_run}", "take transactions per landing run"),
         "  partitions:",
         line(f"    start: {d.partitions_start}", 'or the first hour of your data, "2026-11-01-00:00"'),
         line(f"    timezone: {d.timezone}", "IANA name; UTC has no odd keys on DST days"),
+        line(f"    lookback_days: {d.partitions_lookback_days}", "auto: start at least this many days back"),
+        "  # How the bodies become typed columns (docs/curation.md); unset, [dagster.curated] applies:",
+        line("  # curated:"),
+        line(f"  #   parser: {d.curated.parser}", "json | logfmt | regex (with pattern) | none"),
+        line(f"  #   format: {d.curated.format}", "auto: the landing's format; parquet | delta | iceberg"),
+        line(f"  #   rescued_max_share: {d.curated.rescued_max_share}", "the rescued-data check fails above it"),
+        line("  #   contract:", "evolve | freeze | discard_row | discard_value"),
+        line("  #     columns: evolve", "new fields"),
+        line("  #     data_type: evolve", "values that do not fit their column"),
         "  schedule:",
         line(f'    drain_cron: "{d.drain_cron}"', "a landing run this often whatever the thresholds say"),
+        line(f'    maintenance_cron: "{d.maintenance_cron}"', "compaction and retention of a Delta/Iceberg table"),
         "  sensor:",
         line(f"    min_backlog: {d.sensor_min_backlog}", "land at this committed backlog ..."),
         line(f"    max_backlog_age_seconds: {d.sensor_max_backlog_age_seconds}", "... or when the oldest is this old"),
@@ -213,6 +254,7 @@ def defs_yaml(type_name: str, channel: str, agent_conf: str = "conf/agent.toml",
         line(f"    landing_only_taker: {flag(d.landing_only_taker)}"),
         line(f"    checkpoint_wait_seconds: {d.checkpoint_wait_seconds}"),
         line(f'    runbook_url: "{d.runbook_url}"', "where docs/runbook.md is served (checks link to it)"),
+        line(f"    max_files_per_partition: {d.max_files_per_partition}", "landed_files_per_partition warns above"),
     ]
     return "\n".join(lines) + "\n"
 
@@ -248,7 +290,10 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
     landing_conf: Annotated[str | None, _doc(
         "Spark settings and landing defaults (default <conf dir>/landing.toml)")] = None
     landing_root: Annotated[str | None, _doc(
-        "where the Parquet goes, <root>/<channel> (default: landing_conf's root)")] = None
+        "where the landed table goes, <root>/<channel> (default: landing_conf's root)")] = None
+    table_format: Annotated[Literal["parquet", "delta", "iceberg"] | None, _doc(
+        "the landed table's format: parquet (Spark), delta or iceberg (no Spark; a maintenance asset and schedule "
+        "come with them) (default: landing_conf's format)")] = None
     curated_root: Annotated[str | None, _doc("where the curated tables go (default var/curated)")] = None
     curate: Annotated[bool, _doc(
         "build the hourly curated table, its job, sensor and check (false: in a fleet whose instances land "
@@ -262,6 +307,8 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
         "the landing sensor's thresholds and the observer's interval")] = None
     pools: Annotated[PoolsAttributes | None, _doc("concurrency pools of the landing and curated assets")] = None
     checks: Annotated[ChecksAttributes | None, _doc("thresholds of the asset checks")] = None
+    curated: Annotated[CuratedAttributes | None, _doc(
+        "how this channel's curated table parses and types the bodies (over [dagster.curated])")] = None
 
     @classmethod
     def get_spec(cls) -> dg.ComponentTypeSpec:
@@ -276,7 +323,8 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
         settings = self.settings(where)
         spec = self.channel_spec(settings, where)
         pools = self.pools or PoolsAttributes()
-        options = ChannelOptions(landing_root=self.landing_root, agent=self.agent, landing_pool=pools.landing,
+        options = ChannelOptions(landing_root=self.landing_root, table_format=self.table_format, agent=self.agent,
+                                 landing_pool=pools.landing,
                                  curated_pool=pools.curated, curate=self.curate)
         return build_channel_definitions(spec, settings, options)
 
@@ -300,19 +348,33 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
                               key="attributes.dagster_conf")
         base = load_orchestration_settings(table)
         values = self.setting_values()
+        if self.curated is not None:  # this channel's curation, over the [dagster.curated] table's for it
+            curated = base.curated.model_dump(exclude_none=True)
+            own = {**curated.get("channels", {}).get(self.channel, {}), **self.curated.model_dump(exclude_none=True)}
+            values["curated"] = {**curated, "channels": {**curated.get("channels", {}), self.channel: own}}
         try:
             settings = OrchestrationSettings(**{**base.model_dump(), **values})
         except ValidationError as err:
-            problems = [f"{_ATTRIBUTE_OF.get(key, key)}: {msg}" for key, msg in validation_problems(err)]
+            problems = [f"{self._attribute_of(key)}: {msg}" for key, msg in validation_problems(err)]
             raise ConfigError(f"invalid component attributes in {where}: " + "; ".join(problems),
-                              key=_ATTRIBUTE_OF.get(validation_problems(err)[0][0])) from None
+                              key=self._attribute_of(validation_problems(err)[0][0])) from None
         from dagster._utils.schedules import is_valid_cron_string
 
-        if not is_valid_cron_string(settings.drain_cron):
-            key = "attributes.schedule.drain_cron" if "drain_cron" in values else "dagster.drain_cron"
-            raise ConfigError(f"{where if key.startswith('attributes') else table}: {key}: {settings.drain_cron!r} is "
-                              "not a cron expression (five fields, e.g. '*/30 * * * *')", key=key)
+        for name in ("drain_cron", "maintenance_cron"):
+            cron = getattr(settings, name)
+            if not is_valid_cron_string(cron):
+                key = f"attributes.schedule.{name}" if name in values else f"dagster.{name}"
+                raise ConfigError(f"{where if key.startswith('attributes') else table}: {key}: {cron!r} is "
+                                  "not a cron expression (five fields, e.g. '*/30 * * * *')", key=key)
         return settings
+
+    def _attribute_of(self, key: str) -> str:
+        """The ``defs.yaml`` attribute of a settings key (``curated.channels.<channel>.parser`` is
+        ``attributes.curated.parser``)."""
+        own = f"curated.channels.{self.channel}."
+        if key.startswith(own):
+            return "attributes.curated." + key.removeprefix(own)
+        return _ATTRIBUTE_OF.get(key, key)
 
     def channel_spec(self, settings: OrchestrationSettings, where: Path) -> ChannelSpec:
         """The channel of ``agent_conf`` (its directories replaced by those of ``defs.yaml``)."""

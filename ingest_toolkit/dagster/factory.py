@@ -1,9 +1,10 @@
 """Builds the definitions of a channel from its settings: what the component's instance yields.
 
-One call per channel produces: the channel's observable source asset and its five checks, the
-landing asset and its two checks, the hourly curated asset and its check, three jobs (land,
+One call per channel produces: the channel's observable source asset and its checks, the
+landing asset and its checks, the hourly curated asset and its check, three jobs (land,
 curate, check), the landing sensor, the curated sensor, the channel observer sensor, the drain
-schedule (without the curated asset, its check, job and sensor when ``curate`` is off), and the
+schedule (without the curated asset, its check, job and sensor when ``curate`` is off), for a
+Delta or Iceberg landed table its maintenance asset, job and schedule, and the
 channel's three resources (:class:`~ingest_toolkit.dagster.resources.ResourceKeys`).
 :class:`~ingest_toolkit.dagster.component.IngestChannelComponent` calls
 :func:`build_channel_definitions` for its channel; :func:`build_definitions` merges several (tests,
@@ -25,6 +26,7 @@ from ingest_toolkit.orchestrate.settings import ChannelSpec, OrchestrationSettin
 from .assets import build_curated_asset, build_landing_asset
 from .checks import build_channel_checks, build_data_checks
 from .curated_sensor import build_curated_sensor
+from .maintenance import build_maintenance
 from .naming import (
     channel_key,
     checks_job_name,
@@ -40,7 +42,8 @@ from .partitions import channel_partitions
 from .resources import CuratedResource, LandingResource, ResourceKeys, SparkResource, env_or
 from .sensors import build_drain_schedule, build_landing_sensor
 
-__all__ = ["ChannelOptions", "agent_access", "build_channel_definitions", "build_definitions", "build_resources"]
+__all__ = ["ChannelOptions", "agent_access", "build_channel_definitions", "build_definitions", "build_resources",
+           "table_format_of"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +52,7 @@ class ChannelOptions:
     ``defs.yaml``): the landing root and agent (override ``landing_conf``'s), the pools."""
 
     landing_root: str | None = None
+    table_format: str | None = None  # parquet, delta, iceberg (default: landing_conf's format)
     agent: str | None = None
     landing_pool: str | None = None  # default landing-<channel>
     curated_pool: str | None = None  # default curated-<channel>: one per curated table, fleet instances share it
@@ -67,10 +71,19 @@ def build_channel_definitions(spec: ChannelSpec, settings: OrchestrationSettings
         tags={"ingest/channel": spec.node, "ingest/landing": spec.node})
     access = agent_access(settings, options)
     tables = [channel_key(spec.node), landed_key(spec.node)]
+    pool = options.landing_pool or landing_pool_name(spec.node)
+    table_format = table_format_of(settings, options)
     assets: list[dg.AssetsDefinition | dg.SourceAsset] = [build_channel_asset(spec, settings, access),
-              build_landing_asset(spec, settings, keys, options.landing_pool or landing_pool_name(spec.node))]
+              build_landing_asset(spec, settings, keys, pool, table_format=table_format)]
     jobs = [land_job]
+    schedules = [build_drain_schedule(spec, settings, land_job, access)]
+    if table_format != "parquet":  # Delta, Iceberg: compaction and retention, in the landing's pool
+        maintenance = build_maintenance(spec, settings, keys, pool, table_format)
+        assets.append(maintenance.asset)
+        jobs.append(maintenance.job)
+        schedules.append(maintenance.schedule)
     sensors = [build_landing_sensor(spec, settings, land_job, access)]
+    partitions = None
     if options.curate:
         curate_job = dg.define_asset_job(
             curated_job_name(spec.node), selection=dg.AssetSelection.assets(curated_key(spec.node)),
@@ -89,10 +102,10 @@ def build_channel_definitions(spec: ChannelSpec, settings: OrchestrationSettings
     return dg.Definitions(
         assets=assets,
         asset_checks=[*build_channel_checks(spec, settings, keys),
-                      *build_data_checks(spec, settings, keys, curated=options.curate)],
+                      *build_data_checks(spec, settings, keys, curated=options.curate, partitions=partitions)],
         jobs=[*jobs, checks_job],
         sensors=[*sensors, build_observer_sensor(spec, settings, access)],
-        schedules=[build_drain_schedule(spec, settings, land_job, access)],
+        schedules=schedules,
         resources=resources if resources is not None else build_resources(settings, spec, options))
 
 
@@ -118,7 +131,8 @@ def build_resources(settings: OrchestrationSettings, spec: ChannelSpec,
             landing_conf=settings.landing_conf,
             root=options.landing_root or env_or("INGEST_LANDING__ROOT", landing.root if landing else None),
             agent=options.agent or env_or("INGEST_LANDING__AGENT", landing.agent if landing else None),
-            agent_token=env_or("INGEST_AGENT_TOKEN", None)),
+            agent_token=env_or("INGEST_AGENT_TOKEN", None),
+            table_format=options.table_format or env_or("INGEST_LANDING__FORMAT", landing.format if landing else None)),
         keys.spark: SparkResource(landing_conf=settings.landing_conf,
                                   master=env_or("INGEST_SPARK__MASTER", spark.master if spark else None),
                                   remote=env_or("INGEST_SPARK__REMOTE", spark.remote if spark else None)),
@@ -135,6 +149,15 @@ def agent_access(settings: OrchestrationSettings, options: ChannelOptions | None
     if landing is None:
         return AgentAccess(options.agent) if options.agent else None
     return AgentAccess.of(landing, agent=options.agent)
+
+
+def table_format_of(settings: OrchestrationSettings, options: ChannelOptions | None = None) -> str:
+    """The landed table's format: ``options.table_format`` (a component's ``table_format``), else
+    ``[landing] format`` of ``landing_conf`` (with ``INGEST_LANDING__FORMAT``), else parquet."""
+    if options is not None and options.table_format:
+        return options.table_format
+    landing = _landing_config(settings)
+    return landing.format if landing is not None else "parquet"
 
 
 def _landing_config(settings: OrchestrationSettings) -> LandingConfig | None:

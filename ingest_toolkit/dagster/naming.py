@@ -15,7 +15,8 @@ import dagster as dg
 
 __all__ = ["channel_key", "checks_job_name", "curated_job_name", "curated_key", "curated_op_name",
            "curated_pool_name", "curated_sensor_name", "ident", "landed_key", "landing_job_name", "landing_op_name",
-           "landing_pool_name", "landing_sensor_name", "observer_sensor_name"]
+           "landing_pool_name", "landing_sensor_name", "maintenance_job_name", "maintenance_key", "maintenance_op_name",
+           "maintenance_schedule_name", "observer_sensor_name"]
 
 
 def ident(channel: str) -> str:
@@ -80,3 +81,20 @@ def curated_job_name(channel: str) -> str:
 
 def checks_job_name(channel: str) -> str:
     return f"check_{ident(channel)}"
+
+
+def maintenance_key(channel: str) -> dg.AssetKey:
+    """The upkeep of the landed table (Delta, Iceberg): compaction and retention."""
+    return dg.AssetKey([f"{ident(channel)}_landed_maintenance"])
+
+
+def maintenance_op_name(channel: str) -> str:
+    return maintenance_key(channel).to_python_identifier()
+
+
+def maintenance_job_name(channel: str) -> str:
+    return f"maintain_{ident(channel)}"
+
+
+def maintenance_schedule_name(channel: str) -> str:
+    return f"maintenance_schedule_{ident(channel)}"

@@ -71,11 +71,13 @@ class LandingResource(dg.ConfigurableResource):
     root: str | None = None  # overrides [landing] root (INGEST_LANDING__ROOT applies anyway)
     agent: str | None = None  # overrides [landing] agent "host:port" (INGEST_LANDING__AGENT): remote takes
     agent_token: str | None = None  # bearer token for the agent (give it as EnvVar)
+    table_format: str | None = None  # overrides [landing] format: parquet, delta, iceberg (INGEST_LANDING__FORMAT)
 
     def config(self) -> LandingConfig:
         from ingest_toolkit.land.config import load_landing_config
 
-        overrides = {k: v for k, v in (("root", self.root), ("agent", self.agent)) if v}
+        pairs = (("root", self.root), ("agent", self.agent), ("format", self.table_format))
+        overrides = {k: v for k, v in pairs if v}
         return load_landing_config(self.landing_conf, **overrides)
 
     def route(self, spec: ChannelSpec, config: LandingConfig) -> Route:

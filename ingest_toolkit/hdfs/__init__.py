@@ -2,8 +2,10 @@
 
 * :mod:`.jars`: fetch ``hadoop-client-minicluster`` (and for ``s3a://``, ``hadoop-aws`` with the
   AWS SDK bundle) with Maven, at the Hadoop version PySpark bundles.
-* :mod:`.cluster`: :class:`MiniHdfs`, a NameNode + DataNodes in a JVM of its own with a control
-  channel (stop/restart a DataNode or the NameNode, safe mode).
+* :mod:`.cluster`: :class:`MiniHdfs`, a NameNode + DataNodes in a JVM of its own (which ends with
+  the process that started it) with a control channel (:mod:`.control`: stop/restart a DataNode
+  or the NameNode, safe mode; commands answer while another one waits), and the Hadoop client
+  settings that match it (``<data>/client-conf``, for ``HADOOP_CONF_DIR``).
 * ``ingest-toolkit hdfs fetch`` / ``ingest-toolkit hdfs start --data DIR`` (or
   ``python -m ingest_toolkit.hdfs --data DIR``).
 """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import threading
@@ -13,6 +14,7 @@ import click
 
 from ..errors import ConfigError
 from .cluster import HdfsClusterError, MiniHdfs
+from .control import PendingReply
 from .jars import cache_dir, fetch, hadoop_version
 
 __all__ = ["hdfs_command"]
@@ -44,22 +46,29 @@ def fetch_command(with_s3: bool) -> None:
 @click.option("--http-port", default=0, show_default=True, help="NameNode web UI port (0: any free port).")
 @click.option("--datanodes", default=1, show_default=True, type=click.IntRange(1, 8), help="Number of DataNodes.")
 @click.option("--conf", "conf_pairs", multiple=True, metavar="KEY=VALUE",
-              help="Any Hadoop setting of the cluster, e.g. dfs.replication=1 (repeatable).")
+              help="Any Hadoop setting of the cluster (repeatable), e.g. dfs.replication=1: the cluster's "
+                   "default, which <data>/client-conf passes on to clients (a file gets its writer's).")
 def start_command(data_dir: Path, port: int, http_port: int, datanodes: int, conf_pairs: tuple[str, ...]) -> None:
     """Start a NameNode and DATANODES DataNodes in one JVM and serve until SIGTERM or Ctrl-C.
 
     Control commands can be typed on stdin (status, stop-datanode I, start-datanode I,
-    safemode enter|leave|get, stop-namenode, start-namenode); each answers with one JSON line."""
+    safemode enter|leave|get, stop-namenode, start-namenode); each answers with one JSON line.
+    They take effect in the order typed; one that waits (a restart) answers when done, and the
+    commands after it answer meanwhile."""
     conf = dict(_pair(p) for p in conf_pairs)
     click.echo(f"starting HDFS (Hadoop {hadoop_version()}) with data in {data_dir.resolve()} ...")
     cluster = MiniHdfs.start(data_dir, port=port, http_port=http_port, datanodes=datanodes, conf=conf)
     info = cluster.info
     click.echo(f"HDFS ready: {info.uri}  (pid {info.pid})")
     click.echo(f"  NameNode web UI: {info.namenode_http}")
-    for i, node in enumerate(info.datanodes):
-        click.echo(f"  DataNode {i}: data port {node['xfer_port']}, web {node['http_port']}, ipc {node['ipc_port']}")
+    for node in info.datanodes:
+        click.echo(f"  DataNode {node['index']}: data port {node['xfer_port']}, web {node['http_port']}, "
+                   f"ipc {node['ipc_port']}")
     click.echo(f"  log: {cluster.log}")
-    click.echo(f"  land into it: INGEST_LANDING__ROOT={info.uri}/landing ingest-toolkit land --channel events")
+    click.echo(f"  client settings: HADOOP_CONF_DIR={cluster.client_conf} (dfs.replication={info.replication}: a file "
+               "gets the replication of the client that writes it)")
+    click.echo(f"  land into it: HADOOP_CONF_DIR={cluster.client_conf} INGEST_LANDING__ROOT={info.uri}/landing "
+               "ingest-toolkit land --channel events")
     click.echo("stop with Ctrl-C or SIGTERM")
     _serve(cluster)
 
@@ -90,11 +99,29 @@ def _serve(cluster: MiniHdfs) -> None:
 
 
 def _forward_stdin(cluster: MiniHdfs, stop: threading.Event) -> None:
+    """Send each line at once, in order; each reply is printed (one JSON line) when it comes, so a
+    command that waits (a restart) does not hold up the ones typed after it."""
     for line in sys.stdin:
         if stop.is_set():
             return
         if line.strip():
             try:
-                click.echo(cluster.command(line.strip()))
+                pending = cluster.send(line.strip())
             except HdfsClusterError as err:
                 click.echo(f"error: {err}", err=True)
+                continue
+            threading.Thread(target=_print_reply, args=(cluster, pending), name="hdfs-reply", daemon=True).start()
+
+
+_print_lock = threading.Lock()
+
+
+def _print_reply(cluster: MiniHdfs, pending: PendingReply) -> None:
+    try:
+        reply = cluster.reply(pending)
+    except HdfsClusterError as err:
+        with _print_lock:
+            click.echo(f"error: {err}", err=True)
+        return
+    with _print_lock:
+        click.echo(json.dumps(reply))

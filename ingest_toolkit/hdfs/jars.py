@@ -13,12 +13,19 @@ version (read from PySpark's jars, so the HDFS and Spark's client always match):
 Maven keeps the artifacts in its local repository (``~/.m2`` unless its settings say
 otherwise); this module only writes, under :func:`cache_dir`, the resolved classpath of each
 kind and the compiled classes. A second fetch runs Maven offline and takes a few seconds.
+
+The classes are kept per version of ``MiniHdfs.java`` (``classes-<digest of the source>``):
+checkouts of different versions sharing one cache each run their own, and a cluster never
+starts with classes of another version (its control protocol may differ): :func:`classpath`
+refuses, naming ``ingest-toolkit hdfs fetch``, which compiles them (javac only, once the jars
+are fetched).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -67,18 +74,42 @@ def cache_dir() -> Path:
 
 
 def classpath(kind: str) -> list[str]:
-    """The jars of ``kind`` (``hdfs`` with the compiled classes first); raises HadoopJarsError
-    naming the fetch command when they were not fetched (or Maven's repository lost them)."""
+    """The jars of ``kind`` (``hdfs`` with the classes compiled from this package's
+    ``MiniHdfs.java`` first); raises HadoopJarsError naming the fetch command when they were not
+    fetched (or Maven's repository lost them) or compiled."""
+    jars = _listed_jars(kind)
+    if kind != "hdfs":
+        return jars
+    classes = _classes_dir(cache_dir())
+    if not _compiled(classes):
+        raise HadoopJarsError(f"this version of MiniHdfs.java is not compiled yet ({classes} is missing): run "
+                              "'ingest-toolkit hdfs fetch' (needs javac; offline once the jars are fetched)")
+    return [str(classes), *jars]
+
+
+def _listed_jars(kind: str) -> list[str]:
+    """The jars of ``kind`` a fetch listed (compiled classes left out); every one still there."""
     listing = cache_dir() / f"{kind}.classpath"
     if not listing.exists():
         raise HadoopJarsError(f"the {kind} jars are not fetched yet ({listing} is missing): run "
                               f"'ingest-toolkit hdfs fetch{' --s3' if kind == 's3' else ''}' (needs Maven)")
-    entries = [e for e in listing.read_text().strip().split(os.pathsep) if e]
+    entries = [e for e in listing.read_text().strip().split(os.pathsep) if e and not _is_classes(Path(e))]
     missing = [e for e in entries if not Path(e).exists()]
     if missing:
         raise HadoopJarsError(f"{missing[0]} (listed in {listing}) is gone: run 'ingest-toolkit hdfs fetch"
                               f"{' --s3' if kind == 's3' else ''}' again")
     return entries
+
+
+def _is_classes(entry: Path) -> bool:
+    """A compiled-classes directory of the cache (listed first by fetches of earlier versions)."""
+    return entry.parent == cache_dir() and entry.name.startswith("classes")
+
+
+def _classes_dir(target: Path) -> Path:
+    """Where the classes of this package's ``MiniHdfs.java`` go: one directory per source version."""
+    digest = hashlib.sha256(Path(__file__).with_name("MiniHdfs.java").read_bytes()).hexdigest()[:12]
+    return target / f"classes-{digest}"
 
 
 def java_command() -> str:
@@ -117,16 +148,11 @@ def _fetch(kinds: tuple[str, ...], target: Path, log: Path) -> dict[str, list[st
     found = {}
     for kind in kinds:
         try:
-            found[kind] = classpath(kind)  # fetched before and every jar still in place: nothing to do
-            if kind != "hdfs" or _compiled(Path(found[kind][0])):
-                continue
+            jars = _listed_jars(kind)  # fetched before and every jar still in place: no Maven
         except HadoopJarsError:
-            pass
-        jars = _resolve(_maven(), kind, version, log)
-        if kind == "hdfs":
-            jars = [_compile(jars, target, log), *jars]
-        _publish(target / f"{kind}.classpath", os.pathsep.join(jars))
-        found[kind] = jars
+            jars = _resolve(_maven(), kind, version, log)
+            _publish(target / f"{kind}.classpath", os.pathsep.join(jars))
+        found[kind] = [_compile(jars, target, log), *jars] if kind == "hdfs" else jars
     return found
 
 
@@ -180,15 +206,16 @@ def _last_error(log: Path) -> str:
 
 
 def _compile(jars: list[str], target: Path, log: Path) -> str:
-    """``MiniHdfs.java`` compiled into ``<cache>/classes`` (built aside, then renamed into place)."""
+    """``MiniHdfs.java`` compiled into its version's directory (:func:`_classes_dir`; built aside,
+    then renamed into place), unless it is there already."""
+    classes = _classes_dir(target)
+    if _compiled(classes):
+        return str(classes)
     javac = shutil.which("javac", path=str(Path(os.environ["JAVA_HOME"]) / "bin")) if os.environ.get(
         "JAVA_HOME") else shutil.which("javac")
     if javac is None:
         raise HadoopJarsError("javac is not on the PATH: install a JDK 17 (not only a JRE), or set JAVA_HOME")
     source = Path(__file__).with_name("MiniHdfs.java")
-    classes = target / "classes"
-    if _compiled(classes):
-        return str(classes)
     build = Path(tempfile.mkdtemp(prefix=".classes-", dir=target))
     with log.open("a") as out:
         done = subprocess.run([javac, "-d", str(build), "-cp", os.pathsep.join(jars), str(source)], stdout=out,
@@ -197,14 +224,10 @@ def _compile(jars: list[str], target: Path, log: Path) -> str:
         shutil.rmtree(build, ignore_errors=True)
         raise HadoopJarsError(f"javac could not compile {source.name} (see {log})")
     (build / ".source").write_text(source.read_text())
-    old = target / f".classes-old-{os.getpid()}"
-    if classes.exists():
-        classes.rename(old)
     try:
         build.rename(classes)
-    except OSError:  # another fetch put its (identical) classes there a moment ago
+    except OSError:  # another fetch put the (identical) classes there a moment ago
         shutil.rmtree(build, ignore_errors=True)
-    shutil.rmtree(old, ignore_errors=True)
     return str(classes)
 
 

@@ -1,4 +1,5 @@
-"""``ingest-toolkit land``: land committed events of one channel as Parquet.
+"""``ingest-toolkit land``: land committed events of one channel into its table (plain Parquet,
+Delta Lake or Iceberg: ``[landing] format`` or ``--format``).
 
 Where it takes from is :mod:`ingest_toolkit.land.route`'s decision: an agent given by
 ``--agent``/``--ports-file``/``[landing] agent``; else the channel in-process when no process
@@ -33,6 +34,8 @@ __all__ = ["land_command"]
 @click.option("--channel", required=True, help="Channel name: the directory under the landing root, and the "
               "channel to take from.")
 @click.option("--max-events", type=click.IntRange(min=1), help="Events per take (default: [landing] max_events).")
+@click.option("--format", "table_format", type=click.Choice(["parquet", "delta", "iceberg"]),
+              help="The landed table's format (default: [landing] format; docs/landing.md, 'Table formats').")
 @click.option("--channel-conf", type=click.Path(dir_okay=False, path_type=Path),
               help="The channel's settings: a [channel] file, or an agent configuration naming it "
                    "(default: [landing] channel_conf, else agent_conf).")
@@ -43,13 +46,16 @@ __all__ = ["land_command"]
               "zero (two batches in flight; see docs/landing.md for when it stops while producers add events).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON document.")
 @verbose_option
-def land_command(conf_path: Path, channel: str, max_events: int | None, channel_conf: Path | None,
-                 agent: str | None, ports_file: Path | None, drain: bool, as_json: bool) -> None:
-    """Take committed events of CHANNEL in one transaction, write them as Parquet, commit the take
-    (exactly once in the landed table, whatever crashes; see docs/landing.md)."""
+def land_command(conf_path: Path, channel: str, max_events: int | None, table_format: str | None,
+                 channel_conf: Path | None, agent: str | None, ports_file: Path | None, drain: bool,
+                 as_json: bool) -> None:
+    """Take committed events of CHANNEL in one transaction, write them to its table (Parquet, a
+    Delta or an Iceberg table), commit the take (exactly once in the landed table, whatever
+    crashes; see docs/landing.md)."""
     if agent and ports_file:
         raise click.UsageError("give --agent or --ports-file, not both")
-    overrides: dict[str, Any] = {k: v for k, v in (("max_events", max_events), ("agent", agent)) if v is not None}
+    pairs = (("max_events", max_events), ("agent", agent), ("format", table_format))
+    overrides: dict[str, Any] = {k: v for k, v in pairs if v is not None}
     if ports_file is not None:
         overrides["agent"] = ports_file_address(ports_file)
     if channel_conf is not None:
@@ -71,10 +77,16 @@ def _report(run: LandingRun, config: LandingConfig, as_json: bool) -> None:
         click.echo(json.dumps(_document(run, run.route.channel, config), indent=2))
         return
     if not run.results:
+        spark = "; Spark was not started" if config.format == "parquet" else ""
         click.echo(f"nothing to land: channel {run.route.channel!r} has no committed events "
-                   f"({run.route.description}); Spark was not started")
+                   f"({run.route.description}){spark}")
     for result in run.results:
         _print_result(result)
+    pending = run.temp_files_pending
+    if pending:
+        click.echo(f"{pending} temporary file(s) of killed commits under {config.root}/{run.route.channel}/_manifests "
+                   f"kept: younger than staging_grace_seconds ({config.staging_grace_seconds:g} s); a later "
+                   "landing removes them")
 
 
 class _Spark:
@@ -105,9 +117,10 @@ def _document(run: LandingRun, channel: str, config: LandingConfig) -> dict[str,
 
 def _print_result(r: LandingResult) -> None:
     rate = f"{r.events / r.duration_s:,.0f} events/s" if r.duration_s and r.events else "-"
-    click.echo(f"landed {r.events:,} events ({r.redelivered:,} redelivered, already landed) from {r.channel!r}: "
-               f"{r.files} files, {r.bytes:,} bytes, batch {r.batch_id or '-'}, {r.duration_s:.2f} s ({rate}); "
-               f"backlog {r.backlog_after:,}")
+    where = "" if r.format == "parquet" or r.table_version is None else f" into {r.format} version {r.table_version}"
+    click.echo(f"landed {r.events:,} events ({r.redelivered:,} redelivered, already landed) from {r.channel!r}"
+               f"{where}: {r.files} files, {r.bytes:,} bytes, batch {r.batch_id or '-'}, {r.duration_s:.2f} s "
+               f"({rate}); backlog {r.backlog_after:,}")
 
 
 def _totals(run: LandingRun) -> dict[str, Any]:
@@ -115,4 +128,5 @@ def _totals(run: LandingRun) -> dict[str, Any]:
     totals: dict[str, Any] = {k: sum(getattr(r, k) for r in run.results) for k in keys}
     totals["duration_s"] = round(sum(r.duration_s for r in run.results), 3)
     totals["backlog_after"] = run.backlog_after
+    totals["temp_files_pending"] = run.temp_files_pending
     return totals

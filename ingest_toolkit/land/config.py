@@ -89,6 +89,15 @@ class LandingConfig(BaseModel):
       ``agent_tls_ca`` is the PEM file that turns TLS on for the agent connection, and
       ``agent_tls_cert`` + ``agent_tls_key`` the client certificate an agent with mutual TLS
       asks for (both or neither).
+    * ``format``: the landed table's format: ``parquet`` (plain directories and the landing's
+      manifest log, written by Spark), ``delta`` or ``iceberg`` (written and committed by delta-rs
+      or PyIceberg, no Spark needed; docs/landing.md, "Table formats"). ``iceberg_catalog``: the
+      SQLAlchemy URL of the Iceberg SQL catalog (a SQLite file by default, relative paths against
+      the current directory; ``postgresql+psycopg2://...`` for writers on several hosts), and
+      ``iceberg_namespace`` the namespace of the tables (``<namespace>.<channel>``).
+      ``retention_hours``: the maintenance's retention window for Delta and Iceberg tables
+      (vacuum, snapshot expiry; default 7 days), refused below the landing's longest write
+      (:mod:`ingest_toolkit.land.tables.maintain`).
     * ``lease_seconds``: lease of a remote take. While the batch is being written the landing
       renews it every third of its length, for at most ``lease_renewal_max_seconds`` in all
       (0: never renewed): a landing that hangs still loses its take, one that works does not.
@@ -98,6 +107,10 @@ class LandingConfig(BaseModel):
 
     root: str = "var/landing"
     max_events: int = Field(100_000, ge=1)
+    format: Literal["parquet", "delta", "iceberg"] = "parquet"
+    iceberg_catalog: str = "sqlite:///var/iceberg/catalog.db"
+    iceberg_namespace: str = Field("ingest", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    retention_hours: float = Field(168.0, gt=0.0)
     compression: Literal["snappy", "zstd", "gzip", "lz4", "none", "uncompressed"] = "snappy"
     target_file_bytes: int = Field(128 * MiB, ge=1 << 16)
     write_partitions: int | None = Field(None, ge=1)
@@ -120,6 +133,16 @@ class LandingConfig(BaseModel):
         if not value.strip():
             raise ValueError("root must not be empty")
         return root_uri(value)
+
+    @field_validator("iceberg_catalog")
+    @classmethod
+    def _catalog_url(cls, value: str) -> str:
+        if not value.startswith(("sqlite:///", "postgresql", "mysql")):
+            raise ValueError("iceberg_catalog must be a SQLAlchemy URL: sqlite:///path/catalog.db, "
+                             "or postgresql+psycopg2://user@host/db for writers on several hosts")
+        if value.startswith("sqlite:///") and value != "sqlite:///:memory:" and not value.startswith("sqlite:////"):
+            return "sqlite:///" + str(Path(value[len("sqlite:///"):]).resolve())
+        return value
 
     @field_validator("agent_tls_key")
     @classmethod

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..errors import IngestError
+from ..errors import IngestError, TransientError
 
-__all__ = ["CommitConflict", "LandingError", "SparkStartError"]
+__all__ = ["CommitConflict", "LandingError", "MaintenanceConflict", "SparkStartError"]
 
 
 class LandingError(IngestError):
@@ -32,3 +32,9 @@ class CommitConflict(LandingError):
 class SparkStartError(IngestError):
     """The Spark session could not start: no Java runtime, one too old, a JVM that exited at once.
     Nothing was taken from any channel; the message says what to install or set."""
+
+
+class MaintenanceConflict(TransientError):
+    """A compaction or snapshot expiry of a Delta or Iceberg table lost the race to other commits
+    (landings) on every attempt. Nothing of it was committed, the table is as the landings left
+    it; run it again, or in the landing's concurrency pool so the two take turns."""

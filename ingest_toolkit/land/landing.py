@@ -1,26 +1,22 @@
-"""One landing run: take -> Parquet in staging -> manifest commit -> moves -> take commit.
+"""One landing run: take -> recognise -> write and commit to the table -> take commit.
 
-Protocol (docs/landing.md has the crash table):
+Protocol (docs/landing.md has the crash table of each table format):
 
-1. *Recover* the channel's landing directory: a staging directory whose manifest exists is a
-   batch that was committed but not fully moved: finish the moves (roll forward). One without a
-   manifest is a failed run's leftover: delete it once idle for ``staging_grace_seconds``.
+1. *Recover* the table: what crashed runs left (plain Parquet: a staging directory whose manifest
+   exists is rolled forward, one without is deleted once idle for ``staging_grace_seconds``;
+   Delta and Iceberg commit atomically and leave nothing to finish).
 2. *Take* up to ``max_events`` in one take transaction.
-3. *Recognise* redelivered events: seqs that a committed manifest of this channel identity
-   holds are dropped from the batch (they are in the table already).
-4. *Write* the rest with Spark to ``<channel>/_staging/<batch id>/`` (Spark's job commit), check
-   that the staged footers hold exactly the batch's rows, and sync the files.
-5. *Commit the manifest* as the next number of the channel's commit log (an exclusive create,
-   :class:`~ingest_toolkit.land.manifest.ManifestLog`): the commit point of the landed table. A
-   commit that another run made meanwhile with some of the same seqs makes this one fail with
-   CommitConflict, and nothing is published.
-6. *Move* each file to its final name (idempotent, never replacing a file), sync, delete the
-   staging directory.
-7. *Commit* the take.
+3. *Recognise* redelivered events: seqs of this channel that the table holds already are dropped
+   from the batch (they were landed by a run whose take did not commit).
+4. *Write and commit* the rest as one table commit (:mod:`.tables`: a manifest for plain
+   Parquet, a Delta commit with the channel's app transaction, an Iceberg snapshot). The table
+   is checked again at commit time: a commit that another run made meanwhile with some of the
+   same seqs makes this one fail with CommitConflict, and nothing is published.
+5. *Commit* the take.
 
-Any failure before 7 rolls the take back. The invariants that make every crash safe: a file
-reaches a partition directory only after a manifest naming it is committed; a manifest commits
-only seqs that no earlier manifest holds; and both are durable before the take is committed.
+Any failure before 5 rolls the take back. The invariants that make every crash safe: a batch is
+visible to readers only once its table commit is durable; a table commit holds only seqs that no
+earlier commit of the channel holds; and both happen before the take is committed.
 """
 
 from __future__ import annotations
@@ -32,11 +28,10 @@ import secrets
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import asdict, dataclass
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..handoff import take_within_capacity
@@ -44,13 +39,11 @@ from .batches import build_table, landed_mask, seq_array, seq_ranges
 from .config import LandingConfig
 from .diagnose import summarize
 from .errors import CommitConflict, LandingError
-from .faults import fault_during, fault_point
+from .faults import fault_point
 from .hadoop_errors import describe_failure
-from .manifest import Manifest, ManifestFile, ManifestLog
-from .publish import STAGING_DIR, finish_moves, recover_channel_dir, staged_files
+from .publish import finish_moves, recover_channel_dir
 from .source import TakeBatch, TakeSource
-from .spark import write_parquet
-from .storage import Storage, open_storage
+from .tables import Batch, Committed, LandedTable, open_landed
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -65,8 +58,13 @@ _CHANNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 class LandingResult:
     """What one run did. ``events``: rows written by this run; ``redelivered``: taken events
     recognised as landed by an earlier run (not written again); ``taken`` = both.
-    ``partitions``: the ``event_date=D/event_hour=H`` directories holding the taken events, those
-    written by earlier runs (redelivered) included: what a downstream build must refresh."""
+    ``partitions``: the ``event_date=D/event_hour=H`` partitions holding the taken events, those
+    written by earlier runs (redelivered) included: what a downstream build must refresh.
+    ``format``, ``table_uri``, ``table_version`` (Delta version, Iceberg snapshot id, Parquet
+    commit number) and ``batch_number`` (the channel's batch number in the table) say where the
+    batch was committed; ``manifest_uri`` is the batch's manifest (plain Parquet only).
+    ``temp_files_pending``: temporary files of killed commits that recovery found and kept,
+    being younger than ``staging_grace_seconds`` (a later run's recovery removes them)."""
 
     channel: str
     events: int
@@ -79,6 +77,11 @@ class LandingResult:
     backlog_after: int
     manifest_uri: str | None
     partitions: tuple[str, ...] = ()
+    format: str = "parquet"
+    table_uri: str | None = None
+    table_version: int | None = None
+    batch_number: int | None = None
+    temp_files_pending: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,14 +91,16 @@ class LandingResult:
 class _Written:
     events: int = 0
     redelivered: int = 0
-    manifest: Manifest | None = None
-    manifest_uri: str | None = None
+    committed: Committed | None = None
     partitions: tuple[str, ...] = ()
+    batch_id: str | None = None
 
 
-def land_once(source: TakeSource, config: LandingConfig, spark: SparkSession, *, recover: bool = True,
+def land_once(source: TakeSource, config: LandingConfig, spark: SparkSession | None, *, recover: bool = True,
               write_lock: AbstractContextManager[Any] | None = None) -> LandingResult:
-    """Land one take transaction of ``source`` under ``config.root``; see the module docstring.
+    """Land one take transaction of ``source`` into the table of ``config.root`` and
+    ``config.format``; see the module docstring. ``spark``: the session plain Parquet is written
+    with (None for Delta and Iceberg, which need none).
 
     Raises LandingError (the take rolled back, retrying is safe) on any failure. ``recover=False``
     and ``write_lock`` are for :func:`~ingest_toolkit.land.drain.land_until_empty`, which runs
@@ -103,16 +108,15 @@ def land_once(source: TakeSource, config: LandingConfig, spark: SparkSession, *,
     """
     started = time.monotonic()
     channel = _checked_name(source.name)
-    run = _Run(channel, open_storage(config.root, config.storage, spark), write_lock)
-    if recover:
-        run.guard("recovering earlier runs",
-                  lambda: recover_channel_dir(run.store, channel, config.staging_grace_seconds))
+    run = _Run(channel, config)
+    run.table = run.guard("opening the table", lambda: open_landed(config, channel, spark, write_lock))
+    pending = run.guard("recovering earlier runs", run.table.recover) if recover else 0
     with _gc_paused():
         take = run.guard("taking events", lambda: _open_take(source, config.max_events))
     try:
         fault_point("after_take")
         with _gc_paused(), _lease_kept(take, config.lease_renewal_max_seconds):
-            written = run.land(take, config, spark)
+            written = run.land(take, config)
     except BaseException as err:
         rollback_error = _rollback(take)
         if not isinstance(err, Exception):
@@ -125,31 +129,35 @@ def land_once(source: TakeSource, config: LandingConfig, spark: SparkSession, *,
     try:
         take.commit()
     except Exception as err:
-        raise LandingError(f"channel {channel!r}: the batch is landed (manifest {written.manifest_uri}) but "
-                           f"committing the take failed: {err}. The events stay in the channel; the next run "
-                           "recognises them as landed and only commits", channel=channel, phase="commit",
-                           rolled_back=False) from err
+        where = written.committed.uri if written.committed else run.table.uri
+        raise LandingError(f"channel {channel!r}: the batch is landed ({where}) but committing the take failed: "
+                           f"{err}. The events stay in the channel; the next run recognises them as landed and "
+                           "only commits", channel=channel, phase="commit", rolled_back=False) from err
     fault_point("after_commit")
-    return _result(channel, take, written, time.monotonic() - started, source.backlog())
+    return replace(_result(channel, take, written, time.monotonic() - started, source.backlog(), run.table),
+                   temp_files_pending=pending)
 
 
 class _Run:
-    def __init__(self, channel: str, store: Storage, write_lock: AbstractContextManager[Any] | None) -> None:
-        self.channel, self.store, self.phase = channel, store, "starting"
-        self.write_lock = write_lock or nullcontext()
+    def __init__(self, channel: str, config: LandingConfig) -> None:
+        self.channel, self.config, self.phase = channel, config, "starting"
+        self.table: LandedTable
 
     def guard(self, phase: str, step: Any) -> Any:
         self.phase = phase
-        return before_take(self.channel, phase, step, self.store.root)
+        return before_take(self.channel, phase, step, self.config.root)
 
-    def land(self, take: TakeBatch, config: LandingConfig, spark: SparkSession) -> _Written:
+    def set_phase(self, phase: str) -> None:
+        self.phase = phase
+
+    def land(self, take: TakeBatch, config: LandingConfig) -> _Written:
         columns = take.columns
         if not len(columns):
             return _Written()
         self.phase = "recognising redelivered events"
         seqs = seq_array(columns)
         bounds = pc.min_max(seqs).as_py()
-        landed = ManifestLog(self.store, self.channel).landed(take.channel_id, bounds["min"], bounds["max"])
+        landed = self.table.landed(take.channel_id, bounds["min"], bounds["max"])
         keep = None
         redelivered = 0
         if landed.ranges:
@@ -164,36 +172,12 @@ class _Run:
                             ingest_time_us=time.time_ns() // 1000)
         if keep is not None:
             table = table.filter(keep)
-        manifest, uri = self._write(table, take, batch_id, config, spark, landed.newest)
-        partitions = tuple(sorted({*manifest.partitions, *(landed.partitions if redelivered else ())}))
-        return _Written(table.num_rows, redelivered, manifest, uri, partitions)
-
-    def _write(self, table: pa.Table, take: TakeBatch, batch_id: str, config: LandingConfig,
-               spark: SparkSession, newest: int) -> tuple[Manifest, str]:
-        staging = f"{self.channel}/{STAGING_DIR}/{batch_id}"
-        self.phase = "writing Parquet with Spark"
-        with self.write_lock, fault_during("during_write", lambda: self.store.exists(f"{staging}/_temporary")):
-            write_parquet(spark, table, self.store.uri(staging), config)
-        fault_point("after_write")
-        self.phase = "checking Spark's output"
-        files = staged_files(self.store, self.channel, batch_id, table.num_rows)
-        draft = Manifest(channel=self.channel, channel_id=take.channel_id.hex(), batch_id=batch_id,
-                         seq_ranges=tuple(seq_ranges(table.column("seq").combine_chunks())),
-                         count=table.num_rows, files=files, partitions=_partitions(files),
-                         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        self.phase = "confirming the take's lease"
-        _confirm_lease(take)
-        self.phase = "committing the manifest"
-        try:
-            manifest = ManifestLog(self.store, self.channel).commit(draft, newest)
-        except CommitConflict:
-            self.store.delete(staging)
-            raise
-        fault_point("after_manifest")
-        self.phase = "moving files into the partitions"
-        finish_moves(self.store, self.channel, manifest)
+        batch = Batch(self.channel, take.channel_id, batch_id, table,
+                      tuple(seq_ranges(table.column("seq").combine_chunks())))
+        committed = self.table.commit(batch, landed, phase=self.set_phase, before_commit=lambda: _confirm_lease(take))
         fault_point("before_commit")
-        return manifest, ManifestLog(self.store, self.channel).uri(manifest)
+        partitions = tuple(sorted({*committed.partitions, *(landed.partitions if redelivered else ())}))
+        return _Written(table.num_rows, redelivered, committed, partitions, batch_id)
 
 
 def before_take(channel: str, phase: str, step: Any, root: str = "") -> Any:
@@ -205,10 +189,6 @@ def before_take(channel: str, phase: str, step: Any, root: str = "") -> Any:
         raise LandingError(f"landing channel {channel!r} failed while {phase}: {describe_failure(err, root)}; "
                            "nothing was taken",
                            channel=channel, phase=phase, rolled_back=True) from err
-
-
-def _partitions(files: tuple[ManifestFile, ...]) -> tuple[str, ...]:
-    return tuple(sorted({f.path.rpartition("/")[0] for f in files if "/" in f.path}))
 
 
 def _lease(take: TakeBatch) -> tuple[Any, float] | None:
@@ -331,10 +311,14 @@ def _checked_name(name: str) -> str:
     return name
 
 
-def _result(channel: str, take: TakeBatch, written: _Written, duration: float, backlog: int) -> LandingResult:
-    manifest = written.manifest
+def _result(channel: str, take: TakeBatch, written: _Written, duration: float, backlog: int,
+            table: LandedTable) -> LandingResult:
+    committed = written.committed
     return LandingResult(channel=channel, events=written.events, redelivered=written.redelivered,
-                         taken=len(take.columns), files=len(manifest.files) if manifest else 0,
-                         bytes=manifest.bytes if manifest else 0, batch_id=manifest.batch_id if manifest else None,
-                         duration_s=round(duration, 3), backlog_after=backlog, manifest_uri=written.manifest_uri,
-                         partitions=written.partitions)
+                         taken=len(take.columns), files=committed.files if committed else 0,
+                         bytes=committed.bytes if committed else 0, batch_id=written.batch_id,
+                         duration_s=round(duration, 3), backlog_after=backlog,
+                         manifest_uri=committed.uri if committed and table.format == "parquet" else None,
+                         partitions=written.partitions, format=table.format, table_uri=table.uri,
+                         table_version=committed.version if committed else None,
+                         batch_number=committed.batch_number if committed else None)

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .batches import event_id
 from .errors import CommitConflict, LandingError
 from .storage import Storage, open_storage
+from .tables.base import Landed, overlap
 
 __all__ = ["INDEX_DIR", "MANIFEST_DIR", "MANIFEST_FORMAT", "CommitConflict", "Landed", "LogEntry", "Manifest",
            "ManifestFile", "ManifestLog", "overlap", "read_manifests"]
@@ -109,16 +109,6 @@ class Manifest:
                    files=tuple(ManifestFile(f["path"], int(f["bytes"]), f["staging"], int(f.get("rows", 0)))
                                for f in doc["files"]),
                    created=doc["created"], partitions=tuple(doc.get("partitions", ())), commit=int(doc["commit"]))
-
-
-@dataclass(frozen=True)
-class Landed:
-    """What the log says about some seqs: the ranges it holds, the partitions those batches wrote
-    into, and the newest commit number seen (0: none)."""
-
-    ranges: list[tuple[int, int]]
-    partitions: tuple[str, ...]
-    newest: int
 
 
 @dataclass(frozen=True)
@@ -243,19 +233,6 @@ def _commit_name(commit: int) -> str:
 
 def _encode(manifest: Manifest) -> bytes:
     return json.dumps(manifest.to_json(), indent=1).encode()
-
-
-def overlap(a: Sequence[tuple[int, int]], b: Sequence[tuple[int, int]]) -> bool:
-    """Whether two sorted lists of disjoint inclusive ranges share a value."""
-    i = j = 0
-    while i < len(a) and j < len(b):
-        if a[i][1] < b[j][0]:
-            i += 1
-        elif b[j][1] < a[i][0]:
-            j += 1
-        else:
-            return True
-    return False
 
 
 def read_manifests(root: str, channel: str, *, spark: Any = None, storage: str = "auto") -> list[Manifest]:

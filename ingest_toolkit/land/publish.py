@@ -7,19 +7,21 @@
 * :func:`finish_moves` moves a committed batch's files into place; idempotent, and safe to run
   by two processes at once (a move never replaces a file).
 * :func:`recover_channel_dir` finishes batches whose manifest exists and removes leftovers of
-  failed runs once they have been idle for the grace period.
+  failed runs once they have been idle for the grace period: staging directories without a
+  manifest, and the temporary files of commits killed mid-write (:func:`sweep_temp_files`).
 """
 
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 from .errors import LandingError
 from .faults import fault_point
-from .manifest import Manifest, ManifestFile, ManifestLog
-from .storage import Storage
+from .manifest import INDEX_DIR, MANIFEST_DIR, Manifest, ManifestFile, ManifestLog
+from .storage import Storage, is_tmp_name
 
-__all__ = ["STAGING_DIR", "finish_moves", "recover_channel_dir", "staged_files"]
+__all__ = ["STAGING_DIR", "Recovery", "finish_moves", "recover_channel_dir", "staged_files", "sweep_temp_files"]
 
 STAGING_DIR = "_staging"
 
@@ -76,17 +78,30 @@ def _check_in_place(store: Storage, channel: str, manifest: Manifest, dst: str, 
         store.delete(src)
 
 
-def recover_channel_dir(store: Storage, channel: str, grace_seconds: float) -> tuple[int, int]:
-    """Finish committed batches and drop idle leftovers; returns (rolled forward, deleted).
+class Recovery(NamedTuple):
+    """What :func:`recover_channel_dir` did: batches rolled forward, staging directories deleted,
+    temporary files of killed commits removed, and those kept because they are younger than the
+    grace period (``temp_files_pending``: removed by a later recovery)."""
+
+    rolled_forward: int
+    deleted: int
+    temp_files_removed: int = 0
+    temp_files_pending: int = 0
+
+
+def recover_channel_dir(store: Storage, channel: str, grace_seconds: float) -> Recovery:
+    """Finish committed batches and drop idle leftovers (:class:`Recovery` counts them).
 
     A staging directory without a manifest is deleted only when neither it nor any file in it
-    changed for ``grace_seconds``: a landing still writing keeps touching its files.
+    changed for ``grace_seconds``: a landing still writing keeps touching its files. The same
+    grace protects the temporary files of a commit (:func:`sweep_temp_files`).
     """
     log = ManifestLog(store, channel)
     log.repair_index()
+    temp = sweep_temp_files(store, channel, grace_seconds)
     staged = store.list_dir(f"{channel}/{STAGING_DIR}")
     if not staged:
-        return 0, 0
+        return Recovery(0, 0, *temp)
     committed = log.by_batch()
     forward = deleted = 0
     now = time.time()
@@ -98,7 +113,39 @@ def recover_channel_dir(store: Storage, channel: str, grace_seconds: float) -> t
         elif now - _last_change(store, path) >= grace_seconds:
             store.delete(path)
             deleted += 1
-    return forward, deleted
+    return Recovery(forward, deleted, *temp)
+
+
+def sweep_temp_files(store: Storage, channel: str, grace_seconds: float) -> tuple[int, int]:
+    """Remove the temporary files of killed commits: a manifest or index entry is written under a
+    hidden name (``_manifests/.<name>.tmp-*``, ``_manifests/_index/.<name>.tmp-*``) and then
+    published, so a landing killed in between leaves one behind, one per such crash. Readers
+    never take them for commits; this removes them once older than ``grace_seconds`` and keeps
+    younger ones, which a live landing may still be writing. Returns (removed, kept)."""
+    removed = kept = 0
+    now = time.time()
+    for directory in (MANIFEST_DIR, INDEX_DIR):
+        for name in store.list_dir(f"{channel}/{directory}"):
+            rel = f"{channel}/{directory}/{name}"
+            if not is_tmp_name(name) or (written := _mtime(store, rel)) is None:
+                continue
+            if now - written >= grace_seconds:
+                store.delete(rel)
+                removed += 1
+            else:
+                kept += 1
+    return removed, kept
+
+
+def _mtime(store: Storage, rel: str) -> float | None:
+    """When ``rel`` was last written; None once it is gone (published or removed meanwhile).
+    Hadoop reports a missing file as a Java exception, not FileNotFoundError: asked again."""
+    try:
+        return store.mtime(rel)
+    except Exception:
+        if not store.exists(rel):
+            return None
+        raise
 
 
 def _last_change(store: Storage, path: str) -> float:

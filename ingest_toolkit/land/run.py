@@ -3,7 +3,8 @@
 1. The route (:func:`~ingest_toolkit.land.route.resolve_route`): in-process, or through the
    agent that owns the channel.
 2. The committed backlog is read first; when it is zero the run ends there, without starting
-   Spark (a session costs 5-15 s to start).
+   Spark (a session costs 5-15 s to start). A landing into a Delta or Iceberg table never starts
+   Spark: those tables are written by delta-rs and PyIceberg.
 3. Spark starts *before* this process opens the gRPC channel its takes use: PySpark forks to
    exec the JVM, and a fork while gRPC is active killed 3 launches in 100 (see
    :mod:`ingest_toolkit.rpc._fork`). The backlog of a remote channel is read over gRPC before
@@ -27,6 +28,7 @@ from .drain import land_until_empty
 from .landing import LandingResult
 from .route import Route
 from .source import InProcessSource, TakeSource
+from .tables import needs_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -45,19 +47,28 @@ class LandingRun:
 
     @property
     def spark_started(self) -> bool:
-        return bool(self.results)
+        """Whether the run started Spark: it landed something into a plain Parquet table (Delta and
+        Iceberg tables are written without it)."""
+        return bool(self.results) and needs_spark(self.route.config)
 
     @property
     def backlog_after(self) -> int:
         return self.results[-1].backlog_after if self.results else (self.backlog_before or 0)
 
+    @property
+    def temp_files_pending(self) -> int:
+        """Temporary files of killed commits the recovery kept (younger than the grace period)."""
+        return max((r.temp_files_pending for r in self.results), default=0)
 
-def land_channel(route: Route, start_spark: Callable[[], SparkSession], *, batches: int | None = 1,
+
+def land_channel(route: Route, start_spark: Callable[[], SparkSession | None], *, batches: int | None = 1,
                  overlap: bool = False, token: str | None = None) -> LandingRun:
     """Land channel ``route.channel`` (module docstring). ``batches``: take transactions at most
     (None: until drained); ``overlap``: two batches in flight; ``token``: the agent's bearer token
     (default: the variable ``[landing] agent_token_env`` names). Raises LandingError or
     ConfigError; batches that completed before a failure stay landed."""
+    if not needs_spark(route.config):
+        start_spark = _no_spark
     if not route.remote:
         with _in_process(route) as source:
             backlog = source.backlog()
@@ -67,12 +78,16 @@ def land_channel(route: Route, start_spark: Callable[[], SparkSession], *, batch
     return _land_remote(route, start_spark, batches, overlap, token)
 
 
-def _land_remote(route: Route, start_spark: Callable[[], SparkSession], batches: int | None, overlap: bool,
+def _no_spark() -> None:
+    return None
+
+
+def _land_remote(route: Route, start_spark: Callable[[], SparkSession | None], batches: int | None, overlap: bool,
                  token: str | None) -> LandingRun:
     from ..rpc import FORK_HANDLERS_OFF
     from ..rpc.client import RemoteSource
 
-    backlog = _remote_backlog(route, token) if FORK_HANDLERS_OFF else None
+    backlog = _remote_backlog(route, token) if FORK_HANDLERS_OFF or not needs_spark(route.config) else None
     if backlog == 0:
         return LandingRun(route, 0)
     spark = start_spark()  # before this process's gRPC channel for the takes (step 3)
@@ -81,7 +96,7 @@ def _land_remote(route: Route, start_spark: Callable[[], SparkSession], batches:
         return LandingRun(route, backlog, _batches(route, source, spark, batches, overlap))
 
 
-def _batches(route: Route, source: TakeSource, spark: SparkSession, batches: int | None,
+def _batches(route: Route, source: TakeSource, spark: SparkSession | None, batches: int | None,
              overlap: bool) -> list[LandingResult]:
     return land_until_empty(source, route.config, spark, max_runs=batches, overlap=overlap and batches != 1)
 

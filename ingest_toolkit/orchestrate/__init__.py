@@ -16,8 +16,9 @@ or use a session.
 * :mod:`.backlog`: when to land (:func:`evaluate_landing`, :func:`decide`) and when to drain;
 * the checks, each returning a :class:`Verdict` (passed, severity, description, metadata,
   runbook link): :mod:`.channel_checks`, :mod:`.log_presence` (channel health),
-  :mod:`.forwarding_checks` (the sinks that forward a channel answer) and
-  :mod:`.data_checks` (reconciliation, duplicate event ids); the three segment checks judge one
+  :mod:`.forwarding_checks` (the sinks that forward a channel answer),
+  :mod:`.data_checks` (reconciliation, duplicate event ids), :mod:`.curated_checks` (every
+  landed hour curated, schema drift, rescued data, discarded rows, duplicates); the three segment checks judge one
   channel health document, computed here or served by the agent, in :mod:`.health_verdicts`;
   :data:`CHECKS` lists them with the severity and description docs/runbook.md gives each.
 """
@@ -43,8 +44,15 @@ from .channel_checks import (
     missing_directory,
     refcounts_match_recount,
 )
+from .curated_checks import (
+    curated_covers_landed,
+    curated_no_duplicate_event_ids,
+    curated_rescued_below_threshold,
+    curated_rows_discarded,
+    curated_schema_drift,
+)
 from .curation import CuratedResult, build_curated_partition, hour_of_landed_dir, hourly_windows
-from .data_checks import curated_no_duplicate_event_ids, landed_no_duplicate_event_ids, landed_reconciles
+from .data_checks import landed_fully_replicated, landed_no_duplicate_event_ids, landed_reconciles
 from .forwarding_checks import forward_sinks_reachable
 from .landing import agent_status, agent_token, channel_route, land, landing_lines, landing_metadata
 from .log_presence import referenced_logs_intact
@@ -71,13 +79,14 @@ from .verdict import (
 )
 
 __all__ = ["CHECKS", "SEVERITIES", "AgentAccess", "AgentState", "AgentUnreachable", "ChannelSpec", "LocalState",
-           "state_source", "ChannelState", "CheckInfo", "CuratedResult", "Decision",
-           "DrainDecision", "LandingTick", "OrchestrationSettings", "PathValue", "PreviousRun", "RunOutcome",
-           "SensorCursor", "Severity", "TextValue", "UrlValue", "Verdict", "agent_status", "agent_token",
-           "backlog_below_capacity", "build_curated_partition", "channel_route", "channel_spec", "check_description",
-           "checkpoint_fresh", "curated_no_duplicate_event_ids", "decide", "drain_decision", "drained_logs_deleted",
-           "evaluate_landing", "forward_sinks_reachable",
-           "hour_of_landed_dir", "hourly_windows", "land", "landed_no_duplicate_event_ids",
+           "state_source", "ChannelState", "CheckInfo", "CuratedResult", "Decision", "DrainDecision", "LandingTick",
+           "OrchestrationSettings", "PathValue", "PreviousRun", "RunOutcome", "SensorCursor", "Severity", "TextValue",
+           "UrlValue", "Verdict", "agent_status", "agent_token", "backlog_below_capacity", "build_curated_partition",
+           "channel_route", "channel_spec", "check_description", "checkpoint_fresh", "curated_covers_landed",
+           "curated_no_duplicate_event_ids", "curated_rescued_below_threshold", "curated_rows_discarded",
+           "curated_schema_drift", "decide", "drain_decision", "drained_logs_deleted", "evaluate_landing",
+           "forward_sinks_reachable",
+           "hour_of_landed_dir", "hourly_windows", "land", "landed_fully_replicated", "landed_no_duplicate_event_ids",
            "landed_reconciles",
            "landing_lines", "landing_metadata", "load_channel_specs", "load_orchestration_settings",
            "missing_directory", "referenced_logs_intact", "refcounts_match_recount", "runbook_ref", "task_spark"]

@@ -1,4 +1,5 @@
-"""Checks of the landed and curated tables: counts reconcile, no duplicate ``event_id``.
+"""Checks of the landed table: counts reconcile, no duplicate ``event_id`` (the curated table's
+are :mod:`.curated_checks`).
 
 Reconciliation compares three counts:
 
@@ -18,15 +19,24 @@ A landing running while the check reads can make the counts differ for a moment:
 checks after the landing (the landing job does).
 
 A table on a local path is read with pyarrow (no JVM); ``start_spark`` is called only for a table
-on HDFS or S3A, read through Spark's Hadoop client.
+on HDFS or S3A, read through Spark's Hadoop client. A Delta or Iceberg table (``[landing] format``)
+is judged from its own commits and current version instead, read by its library anywhere
+(:mod:`.table_checks`).
+
+Replication (``landed_fully_replicated``, WARN) is judged on HDFS only: every landed file (data
+and manifests) must have the replicas it asks for and ask for at least the cluster's
+``dfs.replication``. A file asks for what its *writer's* client is set to (Spark's defaults to
+3), so a landing without ``spark.hadoop.dfs.replication`` (or ``HADOOP_CONF_DIR``) writes files a
+one-DataNode cluster can never replicate, and a client set lower than the cluster writes fewer
+copies than the cluster promises.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 from ..channel.checkpoint import read_checkpoint_meta
 from ..channel.tools.common import lock_state
@@ -34,14 +44,17 @@ from ..errors import IngestError
 from ..land.storage import local_path, locate
 from .landing import agent_status
 from .settings import ChannelSpec, OrchestrationSettings
+from .table_checks import LastLanding, TakenCount, files_verdict, reconcile_table, table_duplicates
 from .table_scan import scan_event_ids
 from .verdict import PathValue, Verdict, verdict
 
 if TYPE_CHECKING:
     from ..land.config import LandingConfig
+    from ..land.storage.hadoop_replication import FileReplication, ReplicationReport
 
-__all__ = ["ManifestTotals", "TakenCount", "curated_no_duplicate_event_ids", "landed_no_duplicate_event_ids",
-           "landed_reconciles", "manifest_totals", "session_for", "taken_from_agent", "taken_from_checkpoint"]
+__all__ = ["LastLanding", "ManifestTotals", "TakenCount", "landed_files_per_partition", "landed_fully_replicated",
+           "landed_no_duplicate_event_ids", "landed_reconciles", "manifest_totals", "session_for", "taken_from_agent",
+           "taken_from_checkpoint"]
 
 StartSpark = Callable[[], Any]  # starts (or returns) the Spark session of the run
 
@@ -79,18 +92,16 @@ def manifest_totals(root: str, channel: str, spark: Any = None) -> ManifestTotal
 
 
 def landed_no_duplicate_event_ids(spec: ChannelSpec, settings: OrchestrationSettings, landed_root: str,
-                                  start_spark: StartSpark) -> Verdict:
-    """Every ``event_id`` occurs once in the landed table ``<landed_root>/<channel>``."""
+                                  start_spark: StartSpark, *, landing: LandingConfig | None = None) -> Verdict:
+    """Every ``event_id`` occurs once in the landed table ``<landed_root>/<channel>``; with
+    ``landing`` (its format and catalog), a Delta or Iceberg table's current version."""
+    if landing is not None and landing.format != "parquet":
+        from ..land.tables.reading import open_reader
+
+        reader = open_reader(landing.model_copy(update={"root": landed_root}), spec.name)
+        return table_duplicates("landed_no_duplicate_event_ids", settings, reader, "landed table")
     root = landed_root.rstrip("/")
     return _no_duplicates("landed_no_duplicate_event_ids", settings, f"{root}/{spec.name}", "landed table",
-                          session_for(root, start_spark))
-
-
-def curated_no_duplicate_event_ids(spec: ChannelSpec, settings: OrchestrationSettings, curated_root: str,
-                                   start_spark: StartSpark) -> Verdict:
-    """Every ``event_id`` occurs once in the curated partitions ``<curated_root>/<channel>``."""
-    root = curated_root.rstrip("/")
-    return _no_duplicates("curated_no_duplicate_event_ids", settings, f"{root}/{spec.name}", "curated table",
                           session_for(root, start_spark))
 
 
@@ -110,17 +121,6 @@ def _no_duplicates(check: str, settings: OrchestrationSettings, table_uri: str, 
                   "duplicate_event_ids": scan.duplicate_ids, "extra_rows": scan.extra_rows,
                   "sample_duplicates": scan.sample, "partitions": len(scan.rows_by_partition),
                   "duplicates_by_partition": worst})
-
-
-@dataclass(frozen=True, slots=True)
-class TakenCount:
-    """``takes_committed`` of the channel, where it was read and whether it is newer than the
-    newest manifest (only then must it equal the manifests' total)."""
-
-    takes_committed: int
-    source: str
-    current: bool
-    channel_id: str | None = None  # the channel's identity (32 hex digits), to pick its manifests in a shared table
 
 
 def taken_from_agent(status: dict[str, object]) -> TakenCount:
@@ -150,27 +150,64 @@ def taken_from_checkpoint(spec: ChannelSpec, newest_manifest_ns: int, wait_s: fl
         time.sleep(min(1.0, max(0.05, deadline - time.monotonic())))
 
 
+def landed_files_per_partition(spec: ChannelSpec, settings: OrchestrationSettings, landing: LandingConfig,
+                               start_spark: StartSpark) -> Verdict:
+    """At most ``max_files_per_partition`` data files per partition of the landed table (WARN)."""
+    from ..land.tables.reading import open_reader
+
+    spark = session_for(landing.root, start_spark) if landing.format == "parquet" else None
+    return files_verdict(settings, open_reader(landing, spec.name, spark))
+
+
 def landed_reconciles(spec: ChannelSpec, settings: OrchestrationSettings, landing: LandingConfig,
-                      start_spark: StartSpark, token: str | None = None) -> Verdict:
-    """Manifest events == landed rows (== takes_committed when ``landing_only_taker``). An agent
-    that does not answer is a failing verdict with the reason, not an exception."""
+                      start_spark: StartSpark, token: str | None = None, *,
+                      last: LastLanding | None = None) -> Verdict:
+    """Manifest events == landed rows (== takes_committed when ``landing_only_taker``); for a Delta
+    or Iceberg table, :func:`~.table_checks.reconcile_table` (``last``: the newest landing the
+    orchestrator recorded). An agent that does not answer is a failing verdict with the reason,
+    not an exception."""
+    if landing.format != "parquet":
+        return _reconcile_format(spec, settings, landing, token, last)
     session = session_for(landing.root, start_spark)
     totals = manifest_totals(landing.root, spec.name, session)
-    taken: TakenCount | None = None
-    unavailable = None
-    if settings.landing_only_taker:
-        try:
-            status = agent_status(spec, landing, token)
-        except IngestError as err:  # the agent is down or refuses: a verdict, not a crash of the check
-            where = f"at {landing.agent}" if landing.agent else "that owns the channel"
-            status, unavailable = None, (
-                f"the channel's takes_committed could not be read from the agent {where} ({err}); start the "
-                "agent (or fix [landing] agent) and run the check again")
-        if status is not None:
-            taken = taken_from_agent(status)
-        elif unavailable is None:
-            taken = taken_from_checkpoint(spec, totals.newest_commit_unix_ns, settings.checkpoint_wait_seconds)
+    taken, unavailable = _taken(spec, settings, landing, token, totals.newest_commit_unix_ns) \
+        if settings.landing_only_taker else (None, None)
     return _reconcile(settings, f"{landing.root}/{spec.name}", totals, taken, session, unavailable=unavailable)
+
+
+def _reconcile_format(spec: ChannelSpec, settings: OrchestrationSettings, landing: LandingConfig,
+                      token: str | None, last: LastLanding | None) -> Verdict:
+    from ..land.tables.reading import open_reader
+
+    reader = open_reader(landing, spec.name)
+    newest_ns = max((c.timestamp_ms for c in reader.commits()), default=0) * 1_000_000
+    taken, unavailable = _taken(spec, settings, landing, token, newest_ns) if settings.landing_only_taker \
+        else (None, None)
+    channel_id = taken.channel_id if taken is not None else _channel_id(spec)
+    return reconcile_table(settings, reader, taken, channel_id, unavailable=unavailable, last=last)
+
+
+def _taken(spec: ChannelSpec, settings: OrchestrationSettings, landing: LandingConfig, token: str | None,
+           newest_ns: int) -> tuple[TakenCount | None, str | None]:
+    """``takes_committed``: the agent's live counters, else ``checkpoint.meta``; or why it could not be read."""
+    try:
+        status = agent_status(spec, landing, token)
+    except IngestError as err:  # the agent is down or refuses: a verdict, not a crash of the check
+        where = f"at {landing.agent}" if landing.agent else "that owns the channel"
+        return None, (f"the channel's takes_committed could not be read from the agent {where} ({err}); start the "
+                      "agent (or fix [landing] agent) and run the check again")
+    if status is not None:
+        return taken_from_agent(status), None
+    return taken_from_checkpoint(spec, newest_ns, settings.checkpoint_wait_seconds), None
+
+
+def _channel_id(spec: ChannelSpec) -> str | None:
+    """The channel's identity from ``checkpoint.meta`` (None where it cannot be read here)."""
+    try:
+        info = read_checkpoint_meta(spec.checkpoint_dir) if spec.checkpoint_dir else None
+    except (OSError, IngestError):
+        return None
+    return info.channel_id.replace("-", "") if info is not None else None
 
 
 def _takes_note(totals: ManifestTotals, taken: TakenCount | None) -> str:
@@ -214,3 +251,71 @@ def _reconcile(settings: OrchestrationSettings, table_uri: str, totals: Manifest
         f"{totals.events} events in {totals.batches} manifests = {scan.rows} landed rows"
         + _takes_note(totals, taken) + note)
     return verdict("landed_reconciles", settings, passed=not problems, description=description, metadata=metadata)
+
+
+_REPLICATED = "landed_fully_replicated"
+
+
+def landed_fully_replicated(spec: ChannelSpec, settings: OrchestrationSettings, landed_root: str,
+                            start_spark: StartSpark) -> Verdict:
+    """Every file of the landed table ``<landed_root>/<channel>`` (data and manifests) on HDFS has
+    the replicas it asks for, and asks for at least the cluster's replication (module
+    docstring). A root that is not on HDFS passes with a note, without starting Spark."""
+    table = f"{landed_root.rstrip('/')}/{spec.name}"
+    if urlparse(table).scheme != "hdfs":
+        return verdict(_REPLICATED, settings, passed=True,
+                       description=f"the landed table {table} is not on HDFS: no replication to judge",
+                       metadata={"table": PathValue(table), "on_hdfs": False})
+    from ..land.storage.hadoop_replication import read_replication
+
+    return _replication_verdict(settings, table, read_replication(table, start_spark()))
+
+
+def _replication_verdict(settings: OrchestrationSettings, table: str, report: ReplicationReport) -> Verdict:
+    cluster, live = report.cluster_replication, report.live_datanodes
+    short = [f for f in report.files if f.replicas < f.replication]
+    below = [f for f in report.files if f.replication < cluster]
+    under = {f.path: f for f in [*short, *below]}
+    asked: dict[str, int] = {}
+    for f in report.files:
+        asked[str(f.replication)] = asked.get(str(f.replication), 0) + 1
+    metadata: dict[str, Any] = {
+        "table": PathValue(table), "on_hdfs": True, "files": len(report.files), "under_replicated": len(under),
+        "cluster_replication": cluster, "client_replication": report.client_replication,
+        "live_datanodes": live if live is not None else "unknown (the DataNode report needs a superuser)",
+        "files_by_replication": asked,
+        "sample": [f"{f.path}: {f.replicas} of {f.replication} replicas" for f in list(under.values())[:5]]}
+    nodes = f", {live} live DataNodes" if live is not None else ""
+    if not under:
+        description = (f"{len(report.files)} landed files on HDFS, each with the replicas it asks for "
+                       f"({', '.join(sorted(asked)) or '-'}; cluster replication {cluster}{nodes})")
+    else:
+        description = (f"{len(under)} of {len(report.files)} landed files are under-replicated: "
+                       + "; ".join(_replication_causes(short, below, cluster, live)) + "; " + _replication_fix(
+                           short, below, cluster, table))
+    return verdict(_REPLICATED, settings, passed=not under, description=description, metadata=metadata)
+
+
+def _replication_causes(short: list[FileReplication], below: list[FileReplication], cluster: int,
+                        live: int | None) -> list[str]:
+    causes = []
+    if short:
+        worst = min(short, key=lambda f: f.replicas - f.replication)
+        beyond = f", more than the {live} live DataNodes" if live is not None and worst.replication > live else ""
+        causes.append(f"{len(short)} have fewer replicas than they ask for (e.g. {worst.path}: {worst.replicas} of "
+                      f"{worst.replication}{beyond})")
+    if below:
+        causes.append(f"{len(below)} ask for {min(f.replication for f in below)} replicas, below the cluster's "
+                      f"dfs.replication {cluster}")
+    return causes
+
+
+def _replication_fix(short: list[FileReplication], below: list[FileReplication], cluster: int, table: str) -> str:
+    """The way out: the writing client's setting when files ask for other than the cluster's
+    replication, else the DataNodes (the NameNode re-replicates once enough of them are live)."""
+    if below or any(f.replication > cluster for f in short):
+        return (f"a file gets the replication of the client that writes it: set spark.hadoop.dfs.replication = "
+                f"{cluster} in the landing's [spark.conf] (or dfs.replication in HADOOP_CONF_DIR's hdfs-site.xml), and "
+                f"fix existing files with 'hdfs dfs -setrep {cluster} {table}'")
+    return ("the NameNode re-replicates blocks while enough DataNodes are live: bring back the DataNodes that were "
+            "lost (hdfs dfsadmin -report) or free space on the live ones")

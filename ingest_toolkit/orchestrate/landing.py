@@ -91,7 +91,11 @@ def landing_lines(run: LandingRun, channel: str) -> list[str]:
 
 
 def landing_metadata(run: LandingRun, root: str, channel: str) -> dict[str, Any]:
-    """What a landing run did, as plain values (counts per run are text: not plotted)."""
+    """What a landing run did, as plain values (counts per run are text: not plotted). The table:
+    ``format``, ``table_uri``, and of the run's last committed batch ``table_version`` (the Delta
+    version, Iceberg snapshot id or Parquet commit number it produced), ``batch_number`` (the
+    channel's batch number in the table) and ``last_batch_events``; ``table_versions`` lists
+    every batch's version."""
     results = run.results
     # Every hour the taken events are in, those of batches an earlier run landed (redelivered)
     # included: the curation of those hours reads them from here.
@@ -105,5 +109,21 @@ def landing_metadata(run: LandingRun, root: str, channel: str) -> dict[str, Any]
         "take_transactions": TextValue(len(results)),
         "redelivered": sum(r.redelivered for r in results),
         "backlog_after": run.backlog_after, "source": run.route.description, "spark_started": run.spark_started,
+        "temp_files_pending": run.temp_files_pending,
         "root": PathValue(f"{root}/{channel}"),
-        "manifest": str((last.manifest_uri if last else None) or ""), "partitions": partitions}
+        "manifest": str((last.manifest_uri if last else None) or ""), "partitions": partitions,
+        **_table_metadata(run, root, channel)}
+
+
+def _table_metadata(run: LandingRun, root: str, channel: str) -> dict[str, Any]:
+    """The table the run committed to and what its last committed batch produced."""
+    table_format = run.route.config.format
+    committed = [r for r in run.results if r.table_version is not None]
+    last = committed[-1] if committed else None
+    version: Any = None if last is None else last.table_version
+    if table_format == "iceberg" and version is not None:  # snapshot ids are not ordered: shown, not plotted
+        version = TextValue(version)
+    return {"format": table_format, "table_uri": PathValue((last.table_uri if last else None) or f"{root}/{channel}"),
+            "table_version": version, "table_versions": [r.table_version for r in committed],
+            "batch_number": last.batch_number if last is not None else None,
+            "last_batch_events": last.events if last is not None else 0}

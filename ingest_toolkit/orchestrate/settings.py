@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ..curate.settings import CuratedSettings
 from ..errors import ConfigError
 from ..settings import env_overrides, env_variables, invalid_settings, load_table, validation_problems
 
@@ -83,10 +84,14 @@ class OrchestrationSettings(BaseModel):
     observe_interval_seconds: int = Field(60, ge=30)  # the channel observer sensor records one observation this often
     # Schedule: drain every channel periodically, whatever the thresholds say.
     drain_cron: str = "*/30 * * * *"
+    # Maintenance of a Delta or Iceberg landed table (compaction, retention), on this schedule.
+    maintenance_cron: str = "0 3 * * *"
     # Curated, hourly partitioned tables.
     timezone: str = "UTC"
-    partitions_start: str = "auto"  # "auto": the earliest landed hour (or today); else "YYYY-MM-DD-HH:mm"
+    partitions_start: str = "auto"  # "auto": the earliest landed hour or lookback days ago; else "YYYY-MM-DD-HH:mm"
+    partitions_lookback_days: int = Field(3, ge=0, le=366)  # auto: at least this many days before today
     curated_root: str = "var/curated"
+    curated: CuratedSettings = Field(default_factory=CuratedSettings)  # parsers, schema, contract (curate.settings)
     # Landing runs: land_once calls per run (each one take transaction), stopping early when empty.
     batches_per_run: int = Field(1, ge=1)
     # Checks.
@@ -96,6 +101,7 @@ class OrchestrationSettings(BaseModel):
     backlog_warn_fraction: float = Field(0.8, gt=0, le=1)
     landing_only_taker: bool = True
     checkpoint_wait_seconds: float = Field(0.0, ge=0)
+    max_files_per_partition: int = Field(64, ge=1)  # landed_files_per_partition warns above this
     # Where the sensor, the drain schedule, the observer and the channel checks read a channel's
     # state: "auto" (the agent's gRPC status when an agent is configured and the checkpoint
     # directory cannot be read here, else the directories), "local" or "remote" (orchestrate.remote).

@@ -105,10 +105,27 @@ CHECKS: dict[str, CheckInfo] = dict([
           "unreachable_after (judged from the agent's status; warning)."),
     _info("landed_reconciles", "landed", Severity.ERROR,
           "Events in the landing manifests == rows in the landed table (== takes committed by the channel when the "
-          "landing is its only taker)."),
+          "landing is its only taker); for a Delta or Iceberg table, the channel's rows == its takes, the batch "
+          "commits' events == the rows, and the last table version carries the channel's last batch."),
     _info("landed_no_duplicate_event_ids", "landed", Severity.ERROR, "Every event_id occurs once in the landed table."),
+    _info("landed_files_per_partition", "landed", Severity.WARN,
+          "No partition of the landed table holds more than max_files_per_partition data files (warning: run the "
+          "table's maintenance, which compacts them)."),
+    _info("landed_fully_replicated", "landed", Severity.WARN,
+          "On HDFS, every landed file has the replicas it asks for and asks for at least the cluster's dfs.replication "
+          "(a file gets its writer's client setting; warning). A root not on HDFS passes with a note."),
     _info("curated_no_duplicate_event_ids", "curated", Severity.ERROR,
           "Every event_id occurs once in the curated partitions."),
+    _info("curated_covers_landed", "curated", Severity.ERROR,
+          "No landed hour lies before the first curated partition (it would never be curated); a failure names the "
+          "hours, their events and the partitions_start that covers them."),
+    _info("curated_schema_drift", "curated", Severity.WARN,
+          "The hours built by this run added no column to the curated table (warning: new fields became columns)."),
+    _info("curated_rescued_below_threshold", "curated", Severity.ERROR,
+          "In each hour built by this run, the rows with rescued data (values that did not fit their column, fields "
+          "the contract kept out, bodies that did not parse) are at most rescued_max_share of the rows."),
+    _info("curated_rows_discarded", "curated", Severity.WARN,
+          "No row of the hours built by this run was dropped by a discard_row contract (warning)."),
 ])
 SEVERITIES: dict[str, Severity] = {name: info.severity for name, info in CHECKS.items()}
 _LOCAL_RUNBOOK = Path(__file__).resolve().parents[2] / "docs" / "runbook.md"

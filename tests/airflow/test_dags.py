@@ -23,7 +23,9 @@ pytestmark = pytest.mark.integration
 
 CHANNEL_CHECKS = ["refcounts_match_recount", "referenced_logs_intact", "drained_logs_deleted", "checkpoint_fresh",
                   "recovery_losses_acknowledged", "backlog_below_capacity", "forward_sinks_reachable"]
-LANDED_CHECKS = ["landed_reconciles", "landed_no_duplicate_event_ids"]
+LANDED_CHECKS = ["landed_reconciles", "landed_no_duplicate_event_ids", "landed_files_per_partition",
+                 "landed_fully_replicated"]
+DUPLICATE_CHECKS = ["landed_reconciles", "landed_no_duplicate_event_ids"]  # what a copied landed file fails
 T08 = hour_ms("2026-11-20T08:00:00+00:00")
 
 
@@ -76,6 +78,12 @@ def test_ingest_lands_every_event_once_then_curation_builds_two_hours(conf: Path
         (hour,) = curate.xcom["curate_hour"]
         rows[hour["window_utc"]] = hour["rows"]
         assert curate.xcom["curated_no_duplicate_event_ids"]["passed"] is True
+        assert hour["columns_added"] == (["n"] if end == "09" else []) and hour["rescued_rows"] == 0
+        judged = {c: curate.xcom[c] for c in ("curated_schema_drift", "curated_rescued_below_threshold",
+                                              "curated_rows_discarded", "curated_covers_landed")}
+        assert all(v["passed"] for v in judged.values()), judged
+        assert judged["curated_rescued_below_threshold"]["metadata"]["hours_built"] == 1  # the upstream task's hour
+        assert judged["curated_covers_landed"]["metadata"]["first_partition_utc"] == "2026-11-01T00:00:00+00:00"
     assert rows == {"2026-11-20T08:00:00+00:00 .. 2026-11-20T09:00:00+00:00": 90,
                     "2026-11-20T09:00:00+00:00 .. 2026-11-20T10:00:00+00:00": 90}
     assert [(e["hours"], e["rows"]) for e in asset_events("ingest_toolkit.events.curated")[-2:]] == [
@@ -123,7 +131,8 @@ def test_an_error_verdict_fails_its_task_and_a_warning_passes(tmp_path: Path, mo
     broken = run_dag("ingest_events")
     assert broken.state == "failed"
     assert broken.tasks["land"] == "success"
-    assert {t: broken.tasks[t] for t in LANDED_CHECKS} == dict.fromkeys(LANDED_CHECKS, "failed")
+    assert {t: broken.tasks[t] for t in DUPLICATE_CHECKS} == dict.fromkeys(DUPLICATE_CHECKS, "failed")
+    assert broken.tasks["landed_fully_replicated"] == "success"  # a local root: passes with a note
     assert {t: broken.tasks[t] for t in CHANNEL_CHECKS} == dict.fromkeys(CHANNEL_CHECKS, "success")
 
 

@@ -27,14 +27,14 @@ from .conftest import EXAMPLES, REPO
 def test_the_example_dags_load_without_import_errors() -> None:
     bag = DagBag(dag_folder=str(EXAMPLES))
     assert bag.import_errors == {}
-    assert sorted(bag.dag_ids) == ["curate_events", "ingest_events"]
+    assert sorted(bag.dag_ids) == ["curate_events", "ingest_events", "maintain_events"]
     ingest, curate = bag.dags["ingest_events"], bag.dags["curate_events"]
     assert ingest.max_active_runs == 1 and curate.max_active_runs == 1
     assert ingest.get_task("wait_for_backlog").downstream_task_ids == {"land"}
     assert ingest.get_task("land").downstream_task_ids == {
         "refcounts_match_recount", "referenced_logs_intact", "drained_logs_deleted", "checkpoint_fresh",
         "recovery_losses_acknowledged", "backlog_below_capacity", "forward_sinks_reachable", "landed_reconciles",
-        "landed_no_duplicate_event_ids"}
+        "landed_no_duplicate_event_ids", "landed_files_per_partition", "landed_fully_replicated"}
     assert ingest.get_task("land").outlets == [landed_asset("events")]
     assert curate.get_task("curate_hour").outlets == [curated_asset("events")]
     assert isinstance(curate.timetable, CronDataIntervalTimetable) and curate.catchup

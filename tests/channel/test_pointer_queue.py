@@ -39,16 +39,32 @@ def test_memory_stays_within_16_bytes_per_pointer() -> None:
 def test_a_frozen_queue_reads_what_it_held_while_the_queue_changes(start: list[int], before: list[tuple[str, object]],
                                                                      after: list[tuple[str, object]]) -> None:
     """freeze() lends the ring without copying; whatever the live queue does afterwards (appends
-    that wrap around, rollbacks over lent slots, growth), the lent view keeps its contents."""
+    that wrap around, rollbacks over lent slots, empty puts and rollbacks, growth), the lent view
+    keeps its contents, and the reader's views, held meanwhile as a checkpoint holds them, never
+    stop a write (an exported buffer refuses any assignment that could resize it)."""
     queue, model = PointerQueue(start), deque(start)
     _apply(queue, model, before)
     frozen, held = queue.freeze(), list(model)
+    views = frozen.parts()
     _apply(queue, model, after)
+    assert b"".join(bytes(part) for part in views) == array("Q", held).tobytes()
     assert b"".join(bytes(part) for part in frozen.parts()) == array("Q", held).tobytes()
+    for view in views:
+        view.release()
     assert len(frozen) == len(held) and frozen.head() == (held[0] if held else 0)
     frozen.release()
     assert list(queue) == list(model)
     queue.freeze().release()  # one lender at a time, again after a release
+
+
+def test_empty_puts_and_rollbacks_while_a_checkpoint_holds_the_queue() -> None:
+    """A rollback of a take that took nothing, while a checkpoint writes the lent queue, once
+    failed with "cannot resize an array that is exporting buffers" in the middle of a rollback."""
+    queue = PointerQueue([1, 2, 3])
+    views = queue.freeze().parts()
+    queue.extendleft([])
+    queue.extend([])
+    assert list(queue) == [1, 2, 3] and bytes(views[0]) == array("Q", [1, 2, 3]).tobytes()
 
 
 def _apply(queue: PointerQueue, model: deque[int], sequence: list[tuple[str, object]]) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from crc32c import crc32c
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -409,3 +410,27 @@ def test_invalid_protobuf_with_a_valid_checksum_raises_the_same_error(tmp_path: 
             assert len(channel) == 41
             assert "not a valid Put message" in info.value.reason
         assert errors[0] == errors[1]
+
+
+def test_a_sequence_number_beyond_int64_is_refused_by_the_arrow_take_only(damaged_root: Path, min_run: int) -> None:
+    """A CRC-valid PUT frame whose u64 seq does not fit the int64 seq column (the channel never
+    writes one: seqs come from the clock in microseconds). take_columns returns it as it is;
+    take_arrow raised OverflowError (found by the long fuzz run), now CorruptLogError naming
+    the frame, and the events stay queued."""
+    path = segment(damaged_root, 1)
+    frame = frames_of_type(path, fmt.FrameType.PUT)[7]
+    data = bytearray(path.read_bytes())
+    data[frame.offset + 16: frame.offset + 24] = (2**63 + 5).to_bytes(8, "little")
+    end = frame.offset + frame.length - 4
+    data[end: end + 4] = crc32c(bytes(data[frame.offset: end])).to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+    with FileChannel(**channel_settings(damaged_root)) as channel:
+        queued = len(channel)
+        with channel.transaction() as tx:
+            assert tx.take_columns(queued).seqs[7] == 2**63 + 5
+            tx.rollback()
+        with pytest.raises(CorruptLogError) as info, channel.transaction() as tx:
+            tx.take_arrow(queued)
+        assert (info.value.path, info.value.offset) == (str(path), frame.offset)
+        assert "does not fit the int64 seq column" in info.value.reason
+        assert len(channel) == queued

@@ -101,7 +101,7 @@ def test_a_scaffolded_instance_yields_every_definition_of_the_channel(project: P
     names = _names(defs)
     assert names == _names(build_channel_definitions(setup.spec, setup.settings))
     assert names["assets"] == {"events_channel", "events_landed", "events_curated"}
-    assert len(names["checks"]) == 10  # seven channel checks, two landed, one curated
+    assert len(names["checks"]) == 16  # seven channel checks, four landed, five curated
     assert names["sensors"] == {"landing_sensor_events", "curated_sensor_events", "channel_observer_events"}
     assert names["schedules"] == {"drain_schedule_events"}
     assert names["jobs"] == {"land_events", "curate_events", "check_events"}

@@ -60,7 +60,7 @@ def test_one_set_of_definitions_per_channel(tmp_path: Path) -> None:
     assert curated.op.pool == "curated-audit.log"
     assert curated.backfill_policy == dg.BackfillPolicy.single_run()  # a backfill is one run, one Spark session
     checks = defs.resolve_asset_graph().asset_check_keys
-    assert len(checks) == 20  # per channel: seven channel checks, two of the landed table, one of the curated
+    assert len(checks) == 32  # 16 per channel: 7 on the channel, 4 on the landed table, 5 on the curated one
 
 
 def test_instance_configured_from_conf_limits_every_pool_to_one_run(tmp_path: Path) -> None:
@@ -146,8 +146,10 @@ def test_dg_dev_serves_assets_runs_one_landing_at_a_time_and_backfills_curated_h
             "events_channel": ["backlog_below_capacity", "checkpoint_fresh", "drained_logs_deleted",
                                "forward_sinks_reachable", "recovery_losses_acknowledged", "refcounts_match_recount",
                                "referenced_logs_intact"],
-            "events_landed": ["landed_no_duplicate_event_ids", "landed_reconciles"],
-            "events_curated": ["curated_no_duplicate_event_ids"]}
+            "events_landed": ["landed_files_per_partition", "landed_fully_replicated", "landed_no_duplicate_event_ids",
+                              "landed_reconciles"],
+            "events_curated": ["curated_covers_landed", "curated_no_duplicate_event_ids",
+                               "curated_rescued_below_threshold", "curated_rows_discarded", "curated_schema_drift"]}
         _stop_sensor(port, curated_sensor_name("events"))  # the backfill below is the curation under test
         run_ids = [_launch(port, "land_events"), _launch(port, "land_events")]
         overlapped = _watch_runs(port, run_ids, timeout=240)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
+from ingest_toolkit.orchestrate.verdict import CHECKS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -24,12 +28,19 @@ def test_demo_runs_the_whole_pipeline_through_a_real_agent(tmp_path: Path) -> No
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
-    assert "8 of 8 checks passed" in output
+    assert f"{len(CHECKS)} of {len(CHECKS)} checks passed" in output
+    assert "curated table (parquet): 3 of 1200 rows, typed columns" in output  # the three rows it prints
     assert "from agent 127.0.0.1:" in output  # the landing found the demo's agent and took through it
     tree = tmp_path / "var" / "demo"
     landed = pq.read_table(tree / "landing" / "events")
     assert landed.num_rows == 1200
     assert len(set(landed.column("event_id").to_pylist())) == 1200
+    schema = json.loads((tree / "curated" / "events" / "_schema.json").read_text())
+    assert {c["name"]: c["type"] for c in schema["columns"]} == {
+        "action": "string", "amount": "double", "file": "long", "n": "long", "user": "string"}
+    curated = pq.read_table(tree / "curated" / "events")
+    assert curated.num_rows == 1200 and curated.schema.field("amount").type == pa.float64()
+    assert curated.column("_rescued_data").null_count == 1200
     assert (tree / "dagster" / "dagster.yaml").exists()
     assert not (tree / "agent" / "ports.json").exists()  # the agent stopped cleanly
     assert sorted(p.name for p in (tmp_path / "var").iterdir()) == ["demo"]  # nothing written outside its tree

@@ -15,6 +15,7 @@ import pytest
 
 from ingest_toolkit.channel import Event
 from ingest_toolkit.channel.checkpoint import read_checkpoint_meta
+from ingest_toolkit.curate import CuratedSettings
 from ingest_toolkit.dagster.factory import build_definitions
 from ingest_toolkit.dagster.instance import write_instance_yaml
 from ingest_toolkit.dagster.naming import (
@@ -25,6 +26,7 @@ from ingest_toolkit.dagster.naming import (
     landed_key,
     landing_op_name,
 )
+from ingest_toolkit.land import LandingConfig
 from ingest_toolkit.land.batches import build_table, event_id
 from ingest_toolkit.orchestrate.curation import build_curated_partition
 
@@ -119,9 +121,14 @@ def test_land_backfill_curated_and_check(tmp_path: Path, spark: SparkSession) ->
             "refcounts_match_recount": True, "referenced_logs_intact": True, "drained_logs_deleted": True,
             "checkpoint_fresh": True, "recovery_losses_acknowledged": True,
             "backlog_below_capacity": True, "forward_sinks_reachable": True, "landed_reconciles": True,
-            "landed_no_duplicate_event_ids": True, "curated_no_duplicate_event_ids": True}, {
+            "landed_no_duplicate_event_ids": True,
+            "landed_files_per_partition": True, "landed_fully_replicated": True,
+            "curated_no_duplicate_event_ids": True, "curated_covers_landed": True, "curated_schema_drift": True,
+            "curated_rescued_below_threshold": True, "curated_rows_discarded": True}, {
             n: e.description for n, e in checks.items()}
         assert checks["landed_reconciles"].metadata["takes_committed"].value == 250
+        typed = pq.read_table(hour8)  # the JSON bodies ({"n": i}) as a typed column
+        assert typed.schema.field("n").type == pa.int64() and sorted(typed.column("n").to_pylist()) == list(range(150))
 
         # Another consumer takes from the channel: takes_committed no longer equals the manifests.
         channel = setup.open()
@@ -225,8 +232,9 @@ def test_curated_keeps_the_earliest_landed_duplicate(tmp_path: Path, spark: Spar
     _write_landed(hour / "z-earlier.parquet", "b-earlier", ingest_us=1_000_000_000_000_000, count=50)
     window = dg.HourlyPartitionsDefinition(start_date="2026-01-01-00:00").time_window_for_partition_key(HOURS[0])
     for _ in range(2):  # a rebuild keeps the same rows
-        result = build_curated_partition(spark, str(tmp_path / "landed"), str(tmp_path / "curated"), "events",
-                                         window.start, window.end)
+        landing = LandingConfig.build(root=str(tmp_path / "landed"))
+        result = build_curated_partition(spark, landing, str(tmp_path / "curated"), "events", window.start,
+                                         window.end, CuratedSettings(parser="none").for_channel("events"))
         assert result.rows == 50 and result.duplicates_dropped == 50
         table = pq.read_table(tmp_path / "curated" / "events" / "event_date=2026-11-20" / "event_hour=08")
         assert set(table.column("batch_id").to_pylist()) == {"b-earlier"}

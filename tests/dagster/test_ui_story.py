@@ -78,12 +78,14 @@ def test_observing_the_channel_from_the_ui_records_the_same_values(tmp_path: Pat
 
 def test_curated_partitions_start_where_the_landed_data_starts(tmp_path: Path) -> None:
     """With partitions_start 2026-01-01 the UI showed 7,878 hours, 7,877 of them "missing". The
-    default is now auto: the earliest landed hour, or today when nothing landed yet."""
+    default is now auto: the earliest landed hour, or partitions_lookback_days (3) before today when
+    nothing landed yet (late data and recent history landed after the definitions loaded)."""
     setup = make_setup(tmp_path)
     now = pendulum.now("UTC")
     fresh = build_definitions(setup.settings, [setup.spec]).resolve_assets_def(curated_key("events"))
     keys = fresh.partitions_def.get_partition_keys()  # type: ignore[union-attr]
-    assert keys[0] == now.start_of("day").format("YYYY-MM-DD-HH:mm") and len(keys) <= 25, keys[:3]
+    floor = now.start_of("day").subtract(days=3)
+    assert keys[0] == floor.format("YYYY-MM-DD-HH:mm") and len(keys) <= 4 * 24 + 1, keys[:3]
     landed = tmp_path / "landing" / "events"
     for day, hour in (("2026-11-20", "10"), ("2026-11-20", "08"), ("2026-11-21", "3")):
         (landed / f"event_date={day}" / f"event_hour={hour}").mkdir(parents=True)
@@ -142,13 +144,13 @@ def test_the_landing_resource_shows_the_effective_values(tmp_path: Path) -> None
     assert landing.config().root == landing.root  # type: ignore[attr-defined]  # what a run uses
 
 
-def test_a_remote_landing_root_starts_today_without_touching_it(tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+def test_a_remote_landing_root_starts_at_the_lookback_without_touching_it(tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
     """With an hdfs:// root, loading the definitions tried pyarrow's libhdfs and printed dozens of
-    "dlopen(... libjvm.so) failed" lines. A remote root is not listed: the start is today."""
+    "dlopen(... libjvm.so) failed" lines. A remote Parquet root is not listed: the start is the lookback."""
     setup = make_setup(tmp_path)
     (setup.conf / "landing.toml").write_text('[landing]\nroot = "hdfs://127.0.0.1:1/landing"\n')
     caplog.set_level("INFO", logger="ingest_toolkit.dagster.partitions")
     defs = build_definitions(setup.settings, [setup.spec])
     keys = defs.resolve_assets_def(curated_key("events")).partitions_def.get_partition_keys()  # type: ignore[union-attr]
-    assert keys[0] == pendulum.now("UTC").start_of("day").format("YYYY-MM-DD-HH:mm")
-    assert "reads only local landing roots; hdfs://127.0.0.1:1/landing: starting at today" in caplog.text
+    assert keys[0] == pendulum.now("UTC").start_of("day").subtract(days=3).format("YYYY-MM-DD-HH:mm")
+    assert "reads only local Parquet landing roots; hdfs://127.0.0.1:1/landing: starting 3 days back" in caplog.text

@@ -17,7 +17,8 @@ from ingest_toolkit.channel import Event, FileChannel
 from ingest_toolkit.channel import format as fmt
 from ingest_toolkit.channel.fs import File, OsFile, OsFileSystem
 
-__all__ = ["ChannelFiles", "NoSyncFileSystem", "build_channel", "frames_of", "settings"]
+__all__ = ["ChannelFiles", "ENCRYPTION", "KEYS", "KEYS_ENV", "NoSyncFileSystem", "build_channel",
+           "encrypted_seed_channel", "frames_of", "reader_seeds", "seed_channel", "settings"]
 
 
 class _NoSyncFile(OsFile):
@@ -106,3 +107,36 @@ def frames_of(data: bytes) -> list[tuple[int, int, int]]:
         frames.append((pos, ftype, length))
         pos += length
     return frames
+
+
+def seed_channel(root: Path) -> ChannelFiles:
+    """The seed channel of the reader targets, built in ``root``; numpy and pyarrow imported by
+    a take of a copy, not inside a timed call."""
+    files = build_channel(root / "seed")
+    with FileChannel(**settings(files.copy_to(root / "warm"))) as channel:
+        with channel.transaction() as tx:
+            tx.take_arrow(2)
+            tx.rollback()
+    return files
+
+
+def reader_seeds(files: ChannelFiles) -> dict[str, list[bytes]]:
+    """The seed inputs of the reader targets, per kind: segments, their frames, ``.meta`` files,
+    ``checkpoint.meta``, the checkpoint's queue and inflight files."""
+    segments = list(files.of_kind("segment").values())
+    frames = [data[o:o + n] for data in segments for o, _t, n in frames_of(data)]
+    return {"segment": segments, "frame": frames, "segment_meta": list(files.of_kind("segment_meta").values()),
+            "checkpoint_meta": list(files.of_kind("checkpoint_meta").values()),
+            "queue": list(files.of_kind("queue").values()), "inflight": list(files.of_kind("inflight").values())}
+
+
+KEYS_ENV = "ITK_FUZZ_READER_KEYS"
+KEYS = f"1:{bytes(range(32)).hex()}"  # the value of KEYS_ENV while an encrypted target runs
+ENCRYPTION: dict[str, Any] = {"encryption_key_env": KEYS_ENV, "encryption_key_id": 1}
+
+
+def encrypted_seed_channel(root: Path) -> ChannelFiles:
+    """The seed channel written with encryption at rest; ``KEYS_ENV`` must hold ``KEYS``."""
+    files = build_channel(root, **ENCRYPTION)
+    assert fmt.segment_key(files.files["data/log-1"][: fmt.SEGMENT_HEADER_SIZE]) is not None
+    return files

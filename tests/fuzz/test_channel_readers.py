@@ -14,7 +14,6 @@ import struct
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from crc32c import crc32c
@@ -30,28 +29,28 @@ from ingest_toolkit.channel.reader import EventReader
 from ingest_toolkit.channel.replay import replay
 from ingest_toolkit.channel.segment import read_meta
 
-from .channel_seeds import ChannelFiles, NoSyncFileSystem, build_channel, frames_of, settings
+from .channel_seeds import (
+    ENCRYPTION,
+    KEYS,
+    KEYS_ENV,
+    ChannelFiles,
+    NoSyncFileSystem,
+    encrypted_seed_channel,
+    reader_seeds,
+    seed_channel,
+    settings,
+)
 from .harness import FUZZ_SETTINGS, check_call, mutated
 
 
 @pytest.fixture(scope="module")
 def channel_files(tmp_path_factory: pytest.TempPathFactory) -> ChannelFiles:
-    files = build_channel(tmp_path_factory.mktemp("seed-channel"))
-    with FileChannel(**settings(files.copy_to(tmp_path_factory.mktemp("warm") / "c"))) as channel:
-        with channel.transaction() as tx:  # imports numpy and pyarrow now, not inside a timed call
-            tx.take_arrow(2)
-            tx.rollback()
-    return files
+    return seed_channel(tmp_path_factory.mktemp("seed-channel"))
 
 
 @pytest.fixture(scope="module")
 def seeds(channel_files: ChannelFiles) -> dict[str, list[bytes]]:
-    files = channel_files
-    segments = list(files.of_kind("segment").values())
-    frames = [data[o:o + n] for data in segments for o, _t, n in frames_of(data)]
-    return {"segment": segments, "frame": frames, "segment_meta": list(files.of_kind("segment_meta").values()),
-            "checkpoint_meta": list(files.of_kind("checkpoint_meta").values()),
-            "queue": list(files.of_kind("queue").values()), "inflight": list(files.of_kind("inflight").values())}
+    return reader_seeds(channel_files)
 
 
 @pytest.fixture()
@@ -196,19 +195,13 @@ def test_recovery_with_one_damaged_file(channel_files: ChannelFiles, workdir: Pa
 
 
 # -- an encrypted channel (docs/encryption.md) -------------------------------------------------
-KEYS_ENV = "ITK_FUZZ_READER_KEYS"
-ENCRYPTION: dict[str, Any] = {"encryption_key_env": KEYS_ENV, "encryption_key_id": 1}
-
-
 @pytest.fixture(scope="module")
 def encrypted_files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChannelFiles]:
     """The seed channel written with encryption at rest; its keys stay in the environment for
     the module's encrypted tests."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(KEYS_ENV, f"1:{bytes(range(32)).hex()}")
-        files = build_channel(tmp_path_factory.mktemp("seed-encrypted"), **ENCRYPTION)
-        assert fmt.segment_key(files.files["data/log-1"][: fmt.SEGMENT_HEADER_SIZE]) is not None
-        yield files
+        patch.setenv(KEYS_ENV, KEYS)
+        yield encrypted_seed_channel(tmp_path_factory.mktemp("seed-encrypted"))
 
 
 @FUZZ_SETTINGS

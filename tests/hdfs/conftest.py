@@ -3,8 +3,10 @@
 The cluster runs in a JVM of its own (``ingest_toolkit.hdfs.MiniHdfs``), not in the Spark
 driver's, so a landing process can be SIGKILLed without touching HDFS, and a test can stop a
 DataNode or the NameNode, or enter safe mode, through the cluster's control channel while a
-landing runs. One DataNode, ``dfs.replication=1`` (a dead DataNode fails the write pipeline),
-permissions on, ``dfs.datanode.synconclose=true``. The jars are fetched with Maven on first
+landing runs. One DataNode, ``dfs.replication=1`` (a dead DataNode fails the write pipeline;
+the test session's Spark client writes with replication 1 too: tests/conftest.py),
+permissions on, ``dfs.datanode.synconclose=true``. ``two_datanodes`` is a second cluster, with
+two DataNodes and ``dfs.replication=2``, for the module that asks for it. The jars are fetched with Maven on first
 use (offline and quick once cached); without Maven or a network the session fails with one
 line saying so. Every test lands under its own directory of the one namespace.
 """
@@ -32,6 +34,16 @@ def hdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniHdfs]:
     data = tmp_path_factory.mktemp("minihdfs") / "data"
     # No 30 s safe-mode extension after a NameNode restart (the fault tests restart it).
     with MiniHdfs.start(data, conf={"dfs.replication": "1", "dfs.namenode.safemode.extension": "0"}) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def two_datanodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniHdfs]:
+    """A cluster of two DataNodes with ``dfs.replication=2`` (its client settings say so too:
+    ``client_conf``), for the tests of one module."""
+    fetch(("hdfs",))
+    data = tmp_path_factory.mktemp("minihdfs-two") / "data"
+    with MiniHdfs.start(data, datanodes=2, conf={"dfs.replication": "2"}) as cluster:
         yield cluster
 
 

@@ -83,6 +83,7 @@ def test_dagster_on_hdfs_landing_sensor_retry_curated_and_every_check(
         landed = land.execute_in_process(instance=instance, tags={"dagster/run_key": again.run_key})
         meta = landed.asset_materializations_for_node(landing_op_name("events"))[0].metadata
         assert meta["events"].value == 250 and meta["backlog_after"].value == 0
+        assert meta["temp_files_pending"].value == 0
         assert str(meta["manifest"].value).startswith(f"{hdfs_root}/events/_manifests/")
         after = _sensor(defs, instance, retry.cursor)
         assert not after.run_requests  # a new state (takes committed) below the threshold
@@ -103,7 +104,10 @@ def test_dagster_on_hdfs_landing_sensor_retry_curated_and_every_check(
             "checkpoint_fresh": True,
             "recovery_losses_acknowledged": True,
             "backlog_below_capacity": True, "forward_sinks_reachable": True, "landed_reconciles": True,
-            "landed_no_duplicate_event_ids": True, "curated_no_duplicate_event_ids": True}, {
+            "landed_no_duplicate_event_ids": True,
+            "landed_files_per_partition": True, "landed_fully_replicated": True,
+            "curated_no_duplicate_event_ids": True, "curated_covers_landed": True, "curated_schema_drift": True,
+            "curated_rescued_below_threshold": True, "curated_rows_discarded": True}, {
             n: e.description for n, e in checks.items()}
         assert checks["landed_reconciles"].metadata["landed_rows"].value == 250
         assert checks["landed_reconciles"].metadata["takes_committed"].value == 250

@@ -59,3 +59,21 @@ def test_a_second_fetch_waits_for_the_one_in_progress(tmp_path: Path, monkeypatc
         assert waiting.is_alive() and not outcome
     waiting.join(10)
     assert not waiting.is_alive() and "Maven ('mvn') is not on the PATH" in str(outcome[0])
+
+
+def test_the_classes_are_those_of_this_version_of_the_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checkouts of different versions share a cache: each gets the classes of its own
+    MiniHdfs.java (the control protocol may differ), never those another one compiled."""
+    monkeypatch.setenv("INGEST_HADOOP_CACHE", str(tmp_path))
+    jar, old = tmp_path / "hadoop.jar", tmp_path / "classes"  # "classes": what earlier versions listed first
+    jar.write_bytes(b"")
+    old.mkdir()
+    (tmp_path / "hdfs.classpath").write_text(f"{old}:{jar}\n")
+    with pytest.raises(jars.HadoopJarsError, match=r"not compiled yet .* run 'ingest-toolkit hdfs fetch'"):
+        jars.classpath("hdfs")
+    mine = jars._classes_dir(tmp_path)
+    mine.mkdir()
+    (mine / "MiniHdfs.class").write_bytes(b"")
+    (mine / ".source").write_text(Path(jars.__file__).with_name("MiniHdfs.java").read_text())
+    assert jars.classpath("hdfs") == [str(mine), str(jar)]
+    assert mine.name.startswith("classes-") and mine != old

@@ -4,13 +4,16 @@
   through ``ingest-toolkit land``, read back through Spark from HDFS;
 * a real landing process SIGKILLed at each phase of the commit protocol, then landed again;
 * two landings of the same events racing for the same commit number: exactly one wins;
-* a Spark failure on HDFS rolls the take back, the events stay in order, the retry lands them.
+* a Spark failure on HDFS rolls the take back, the events stay in order, the retry lands them;
+* a landing killed while writing its manifest: the temporary file it leaves is removed by the
+  first landing past the grace period.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,8 +22,10 @@ import pytest
 from ingest_toolkit.channel import FileChannel
 from ingest_toolkit.land import InProcessSource, LandingError, land_once
 from ingest_toolkit.land.errors import CommitConflict
-from ingest_toolkit.land.faults import PHASES
+from ingest_toolkit.land.faults import COMMIT_WRITE
+from ingest_toolkit.land.faults import PARQUET_PHASES as PHASES
 from ingest_toolkit.land.manifest import ManifestLog
+from ingest_toolkit.land.storage import is_tmp_name
 
 from ..land.helpers import assert_landed_exactly_once, channel_settings, landing_config, make_events, put_events
 from .helpers import HdfsFiles, run_land, write_toml
@@ -49,7 +54,7 @@ def test_the_shipped_conf_lands_into_hdfs_exactly_once(tmp_path: Path, hdfs_root
     first = run_land(args, env)
     assert first.returncode == 0, first.stderr[-3000:]
     doc = json.loads(first.stdout)
-    assert doc["root"] == hdfs_root and doc["totals"]["events"] == 700
+    assert doc["root"] == hdfs_root and doc["totals"]["events"] == 700 and doc["totals"]["temp_files_pending"] == 0
     assert doc["runs"][0]["manifest_uri"] == f"{hdfs_root}/events/_manifests/000000000001.json"
     again = run_land(args, env)  # nothing left: lands nothing, adds no manifest
     assert again.returncode == 0 and json.loads(again.stdout)["totals"]["taken"] == 0, again.stderr[-2000:]
@@ -61,6 +66,15 @@ def test_the_shipped_conf_lands_into_hdfs_exactly_once(tmp_path: Path, hdfs_root
     assert [m["count"] for m in files.manifests(hdfs_root)] == [700] and files.staging(hdfs_root) == []
 
 
+def _small_landing_toml(tmp_path: Path, root: str, max_events: int = 1000) -> Path:
+    """A landing configuration for a landing process of its own that starts quickly (small JVM)."""
+    return write_toml(tmp_path / "landing.toml", {
+        "landing": {"root": root, "max_events": max_events},
+        "spark": {"master": "local[2]"},
+        "spark.conf": {"spark.driver.memory": "512m",
+                       "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}})
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("phase", PHASES)
 def test_sigkill_at_each_phase_then_relanding_into_hdfs_is_exactly_once(tmp_path: Path, phase: str,
@@ -68,11 +82,7 @@ def test_sigkill_at_each_phase_then_relanding_into_hdfs_is_exactly_once(tmp_path
                                                                         spark: SparkSession) -> None:
     settings, expected, channel_id = _channel(tmp_path, 300)
     channel_toml = write_toml(tmp_path / "channel.toml", {"channel": settings})
-    landing_toml = write_toml(tmp_path / "landing.toml", {
-        "landing": {"root": hdfs_root, "max_events": 200},
-        "spark": {"master": "local[2]"},
-        "spark.conf": {"spark.driver.memory": "512m",
-                       "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}})
+    landing_toml = _small_landing_toml(tmp_path, hdfs_root, max_events=200)
     done = run_land(["--conf", str(landing_toml), "--channel", "events", "--channel-conf", str(channel_toml)],
                     {"INGEST_LAND_FAULT": phase})
     assert done.returncode == -9, f"not killed at {phase}: rc={done.returncode}\n{done.stderr[-3000:]}"
@@ -214,3 +224,41 @@ def test_a_spark_failure_on_hdfs_rolls_the_take_back_and_the_retry_lands_once(tm
         ch.close()
     assert_landed_exactly_once(files.landed(hdfs_root), expected, channel_id)
     assert files.staging(hdfs_root) == []
+
+
+@pytest.mark.slow
+def test_a_commit_killed_mid_write_leaves_a_temporary_file_that_a_landing_past_the_grace_removes(
+        tmp_path: Path, hdfs_root: str, files: HdfsFiles, spark: SparkSession) -> None:
+    """A landing process SIGKILLed while its manifest is written under its temporary name leaves
+    that file open on HDFS. The next landing lands the events once and keeps the file (younger
+    than the grace: a live landing may be writing it), reporting it; once it is older than the
+    grace, the next landing removes it."""
+    settings, expected, channel_id = _channel(tmp_path, 300)
+    channel_toml = write_toml(tmp_path / "channel.toml", {"channel": settings})
+    killed = run_land(["--conf", str(_small_landing_toml(tmp_path, hdfs_root)), "--channel", "events",
+                       "--channel-conf", str(channel_toml)], {"INGEST_LAND_FAULT": COMMIT_WRITE})
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    store = files.store(hdfs_root)
+    (temp,) = store.list_dir("events/_manifests")
+    assert is_tmp_name(temp) and temp.startswith(".000000000001.json.tmp-"), temp
+    config = landing_config(hdfs_root, max_events=1000)  # type: ignore[arg-type]  # the default grace, one hour
+    ch = FileChannel(**settings)
+    try:
+        landed = land_once(InProcessSource(ch, "events"), config, spark)
+        assert landed.events == 300 and landed.temp_files_pending == 1 and len(ch) == 0
+        assert temp in store.list_dir("events/_manifests")
+        _written_hours_ago(spark, f"{hdfs_root}/events/_manifests/{temp}", 2)
+        again = land_once(InProcessSource(ch, "events"), config, spark)  # nothing to take; recovery runs
+        assert again.taken == 0 and again.temp_files_pending == 0
+    finally:
+        ch.close()
+    assert store.list_dir("events/_manifests") == ["000000000001.json", "_index"]
+    assert_landed_exactly_once(files.landed(hdfs_root), expected, channel_id)
+
+
+def _written_hours_ago(spark: SparkSession, uri: str, hours: float) -> None:
+    """Set the modification time the NameNode keeps for ``uri`` (as if written ``hours`` ago)."""
+    jvm = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    written_ms = int((time.time() - hours * 3600) * 1000)
+    path.getFileSystem(spark._jsc.hadoopConfiguration()).setTimes(path, written_ms, -1)

@@ -143,6 +143,8 @@ def test_the_pyarrow_view_of_hdfs_lists_reads_renames_and_deletes(hdfs: MiniHdfs
     assert fs.get_file_info(f"{base}/t/p=1").type == pafs.FileType.NotFound
     with pytest.raises(OSError):
         fs.move(f"{base}/t/missing", f"{base}/t/p=3")
+    with pytest.raises(FileNotFoundError):  # as pyarrow's own file systems: readers of optional files rely on it
+        fs.open_input_stream(f"{base}/t/missing.json")
     fs.delete_dir(f"{base}/t")
     assert fs.get_file_info(f"{base}/t").type == pafs.FileType.NotFound
     assert hdfs.uri.startswith("hdfs://127.0.0.1:")

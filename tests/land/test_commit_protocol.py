@@ -26,11 +26,12 @@ import pytest
 from ingest_toolkit.channel import EventColumns
 from ingest_toolkit.errors import ConfigError
 from ingest_toolkit.land import LandingConfig, LandingError, Manifest, ManifestFile, land_once, read_manifests
-from ingest_toolkit.land import landing as landing_module
+from ingest_toolkit.land.drain import land_until_empty
 from ingest_toolkit.land.errors import CommitConflict
 from ingest_toolkit.land.manifest import Landed, ManifestLog, overlap
 from ingest_toolkit.land.publish import finish_moves, recover_channel_dir, staged_files
-from ingest_toolkit.land.storage import ArrowStorage, LocalStorage, Storage, open_storage
+from ingest_toolkit.land.storage import ArrowStorage, LocalStorage, Storage, open_storage, tmp_name
+from ingest_toolkit.land.tables import parquet as landing_module
 
 CID = bytes(range(16))
 PARTITION = "event_date=2026-01-01/event_hour=00"
@@ -260,21 +261,72 @@ def test_recovery_rolls_committed_batches_forward_and_drops_idle_leftovers(store
     manifest = _committed(store, tmp_path, "done", [5, 5])
     store.move(f"ch/{manifest.files[0].staging}", f"ch/{manifest.files[0].path}")  # crashed after one move
     _stage(tmp_path, "failed", [3])  # a failed run: no manifest
-    assert recover_channel_dir(store, "ch", grace_seconds=3600) == (1, 0)  # the leftover is too young
+    assert recover_channel_dir(store, "ch", grace_seconds=3600)[:2] == (1, 0)  # the leftover is too young
     assert sorted(p.name for p in (tmp_path / "ch" / PARTITION).iterdir()) == [
         "part-done-00000.c000.snappy.parquet", "part-done-00001.c000.snappy.parquet"]
     assert sorted(p.name for p in (tmp_path / "ch/_staging").iterdir()) == ["failed"]
     old = time.time() - 7200
     os.utime(tmp_path / "ch/_staging/failed", (old, old))  # the directory is old, a file in it is not:
-    assert recover_channel_dir(store, "ch", grace_seconds=3600) == (0, 0)  # a run may still be writing
+    assert recover_channel_dir(store, "ch", grace_seconds=3600)[:2] == (0, 0)  # a run may still be writing
     for path in (tmp_path / "ch/_staging/failed").rglob("*"):
         os.utime(path, (old, old))
-    assert recover_channel_dir(store, "ch", grace_seconds=3600) == (0, 1)
+    assert recover_channel_dir(store, "ch", grace_seconds=3600)[:2] == (0, 1)
     assert list((tmp_path / "ch/_staging").iterdir()) == []
     finish_moves(store, "ch", manifest)  # idempotent once done
     (tmp_path / "ch" / manifest.files[1].path).unlink()
     with pytest.raises(LandingError, match="neither in staging nor in place"):
         finish_moves(store, "ch", manifest)
+
+
+def _killed_commit(root: Path, rel: str, age_s: float) -> Path:
+    """The file a landing killed while writing commit file ``rel`` leaves: its hidden temporary
+    name (as :func:`tmp_name` makes it), written ``age_s`` seconds ago."""
+    path = root / tmp_name(rel)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b'{"format": "ingest-toolkit/landing-manifest/2", "commit": ')
+    written = time.time() - age_s
+    os.utime(path, (written, written))
+    return path
+
+
+def test_recovery_removes_temporary_files_of_killed_commits_once_past_the_grace(store: Storage,
+                                                                                tmp_path: Path) -> None:
+    """Manifest and index temporaries older than the grace go, younger ones stay (a live landing
+    may be writing them) and are counted; commits and other hidden files are not touched."""
+    committed = _committed(store, tmp_path, "done", [4])
+    old_manifest = _killed_commit(tmp_path, "ch/_manifests/000000000002.json", 7200)
+    old_index = _killed_commit(tmp_path, f"ch/_manifests/_index/{committed.index_name}", 7200)
+    young = _killed_commit(tmp_path, "ch/_manifests/000000000003.json", 5)
+    (tmp_path / "ch/_manifests/.keep").write_text("not ours")
+    recovered = recover_channel_dir(store, "ch", grace_seconds=3600)
+    assert (recovered.temp_files_removed, recovered.temp_files_pending) == (2, 1)
+    assert not old_manifest.exists() and not old_index.exists() and young.exists()
+    assert (tmp_path / "ch/_manifests/.keep").exists()
+    assert [m.commit for m in read_manifests(str(tmp_path), "ch")] == [1]
+    assert recover_channel_dir(store, "ch", grace_seconds=1).temp_files_removed == 1  # past a shorter grace
+    assert sorted(os.listdir(tmp_path / "ch/_manifests")) == [".keep", "000000000001.json", "_index"]
+
+
+def test_the_next_landing_removes_a_killed_commits_temporary_file_and_counts_a_younger_one(
+        tmp_path: Path, arrow_spark: Callable[[Callable[[], None]], None]) -> None:
+    """A landing (Spark's write replaced, as above) recovers first: it removes the temporary file
+    of a commit killed two hours ago, keeps one of a moment ago, and reports it until a landing
+    past the grace removes it too."""
+    source = _Queue(50)
+    config = LandingConfig.build(root=str(tmp_path), max_events=20)
+    old = _killed_commit(tmp_path, "ch/_manifests/000000000001.json", 7200)
+    young = _killed_commit(tmp_path, "ch/_manifests/000000000001.json", 1)
+    result = land_once(source, config, None)  # type: ignore[arg-type]  # no Spark: the write is patched
+    assert not old.exists() and young.exists()
+    assert result.events == 20 and result.temp_files_pending == 1 and result.to_json()["temp_files_pending"] == 1
+    written = time.time() - 7200
+    os.utime(young, (written, written))
+    again = land_once(source, config, None)  # type: ignore[arg-type]
+    assert not young.exists() and again.temp_files_pending == 0 and again.events == 20
+    _killed_commit(tmp_path, "ch/_manifests/_index/000000000003-x", 1)
+    drained = land_until_empty(source, config, None)  # type: ignore[arg-type]  # recovers once, up front
+    assert {r.temp_files_pending for r in drained} == {1} and sum(r.events for r in drained) == 10
+    assert [m.commit for m in read_manifests(str(tmp_path), "ch")] == [1, 2, 3]
 
 
 def test_two_processes_finishing_the_same_batch_at_once_lose_nothing(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from ingest_toolkit.channel import FileChannel
 from ingest_toolkit.land import InProcessSource, land_once, read_manifests
-from ingest_toolkit.land.faults import PHASES
+from ingest_toolkit.land.faults import PARQUET_PHASES as PHASES
 
 from .helpers import (
     assert_landed_exactly_once,

@@ -19,9 +19,9 @@ import pytest
 
 from ingest_toolkit.channel import FileChannel
 from ingest_toolkit.land import LandingError, land_once
-from ingest_toolkit.land import landing as landing_module
 from ingest_toolkit.land.diagnose import summarize
 from ingest_toolkit.land.source import InProcessSource
+from ingest_toolkit.land.tables import parquet as landing_module
 from ingest_toolkit.rpc.client import AgentClient, RemoteSource
 from ingest_toolkit.rpc.server import start_server
 from ingest_toolkit.rpc.service import AgentService

@@ -206,3 +206,25 @@ def test_first_values_is_map_lookup_first(rows: list[list[tuple[str, str | None]
     for array in (headers, sliced):
         expected = pc.map_lookup(array, pa.scalar("timestamp", pa.string()), "first")
         assert first_values(array, "timestamp").to_pylist() == expected.to_pylist()
+
+
+def test_the_land_command_reports_temporary_files_kept_by_recovery(capsys: pytest.CaptureFixture[str]) -> None:
+    """Temporary files of killed commits that recovery kept (younger than the grace) are named in
+    the command's output and counted in its --json totals."""
+    from types import SimpleNamespace
+
+    from ingest_toolkit.land.cli import _document, _report
+    from ingest_toolkit.land.landing import LandingResult
+    from ingest_toolkit.land.run import LandingRun
+
+    result = LandingResult(channel="events", events=5, redelivered=0, taken=5, files=1, bytes=100, batch_id="b",
+                           duration_s=0.5, backlog_after=0, manifest_uri=None, temp_files_pending=2)
+    route = SimpleNamespace(channel="events", description="in-process")
+    run = LandingRun(route, 5, [result])  # type: ignore[arg-type]
+    config = LandingConfig.build(root="/data/landing")
+    _report(run, config, as_json=False)
+    out = capsys.readouterr().out
+    assert "2 temporary file(s) of killed commits under file:///data/landing/events/_manifests kept" in out
+    assert "staging_grace_seconds (3600 s)" in out
+    assert _document(run, "events", config)["totals"]["temp_files_pending"] == 2
+    assert _document(LandingRun(run.route, 0), "events", config)["totals"]["temp_files_pending"] == 0

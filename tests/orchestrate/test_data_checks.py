@@ -10,8 +10,10 @@ import pyarrow.parquet as pq
 
 from ingest_toolkit.land.config import load_landing_config
 from ingest_toolkit.land.manifest import MANIFEST_DIR, Manifest, ManifestFile
+from ingest_toolkit.land.storage.hadoop_replication import FileReplication, ReplicationReport
+from ingest_toolkit.orchestrate import data_checks
 from ingest_toolkit.orchestrate.data_checks import (
-    curated_no_duplicate_event_ids,
+    landed_fully_replicated,
     landed_no_duplicate_event_ids,
     landed_reconciles,
 )
@@ -70,14 +72,6 @@ def test_duplicates_and_extra_rows_fail_with_the_numbers(tmp_path: Path) -> None
     assert unique.runbook.endswith("docs/runbook.md#landed_no_duplicate_event_ids")
 
 
-def test_curated_duplicates_are_judged_on_the_curated_root(tmp_path: Path) -> None:
-    setup = make_setup(tmp_path)
-    _write(setup.root / "curated" / "events", "part-0.parquet", ["a", "b", "a"])
-    verdict = curated_no_duplicate_event_ids(setup.spec, setup.settings, f"{setup.root}/curated/", _no_spark)
-    assert not verdict.passed and verdict.check == "curated_no_duplicate_event_ids"
-    assert verdict.description == "curated table: 1 event_ids occur more than once (1 extra rows)"
-
-
 def test_reconcile_fails_with_the_reason_when_the_agent_does_not_answer(tmp_path: Path) -> None:
     setup = make_setup(tmp_path)  # landing_only_taker: takes_committed must be read from the agent
     _landed(setup, ["x"], 1)
@@ -87,3 +81,36 @@ def test_reconcile_fails_with_the_reason_when_the_agent_does_not_answer(tmp_path
     verdict = landed_reconciles(setup.spec, setup.settings, config, _no_spark)
     assert not verdict.passed
     assert "could not be read from the agent at 127.0.0.1:9" in verdict.description, verdict.description
+
+
+def test_replication_is_not_judged_off_hdfs_and_no_spark_starts(tmp_path: Path) -> None:
+    setup = make_setup(tmp_path)
+    _landed(setup, ["id-1"], 1)
+    config = load_landing_config(setup.conf / "landing.toml")
+    verdict = landed_fully_replicated(setup.spec, setup.settings, config.root, _no_spark)
+    assert verdict.passed and verdict.severity == Severity.WARN and "is not on HDFS" in verdict.description
+    assert verdict.metadata["on_hdfs"] is False and verdict.runbook.endswith("docs/runbook.md#landed_fully_replicated")
+
+
+def _replicated(tmp_path: Path, files: list[tuple[int, int]], cluster: int, live: int | None) -> data_checks.Verdict:
+    """The verdict on files of (asked, replicas), as if read from an HDFS whose dfs.replication is ``cluster``."""
+    setup = make_setup(tmp_path)
+    report = ReplicationReport(tuple(FileReplication(f"p/f{i}.parquet", asked, replicas)
+                                     for i, (asked, replicas) in enumerate(files)), cluster, 3, live)
+    return data_checks._replication_verdict(setup.settings, "hdfs://nn:8020/landing/events", report)
+
+
+def test_replication_verdicts_name_the_cause_and_the_fix(tmp_path: Path) -> None:
+    healthy = _replicated(tmp_path, [(2, 2), (2, 2)], cluster=2, live=2)
+    assert healthy.passed and healthy.metadata["files_by_replication"] == {"2": 2}, healthy.description
+    beyond = _replicated(tmp_path, [(3, 1), (1, 1)], cluster=1, live=1)  # Spark's default 3 on one DataNode
+    assert not beyond.passed and beyond.severity == Severity.WARN and beyond.metadata["under_replicated"] == 1
+    assert "1 of 2 landed files are under-replicated" in beyond.description
+    assert "p/f0.parquet: 1 of 3, more than the 1 live DataNodes" in beyond.description
+    assert "spark.hadoop.dfs.replication = 1" in beyond.description and "hdfs dfs -setrep 1 " in beyond.description
+    below = _replicated(tmp_path, [(1, 1)], cluster=3, live=None)  # a client set lower than the cluster
+    assert not below.passed and "ask for 1 replicas, below the cluster's dfs.replication 3" in below.description
+    assert str(below.metadata["live_datanodes"]).startswith("unknown")
+    lost = _replicated(tmp_path, [(3, 2)], cluster=3, live=3)  # a DataNode lost, re-replication pending
+    assert not lost.passed and "bring back the DataNodes" in lost.description
+    assert "\n" not in beyond.description + below.description + lost.description

@@ -1,8 +1,11 @@
 """Hourly curated table of channel ``events``: one run per hour, rebuilt as a whole each time.
 
 Each run rebuilds the curated partitions of its data interval (``CronDataIntervalTimetable``:
-the hour before the run) from the landed Parquet, one row per ``event_id``, then checks that no
-``event_id`` occurs twice. A rebuilt hour replaces the old one, so catch-up (``catchup=True``
+the hour before the run) from the landed table, one row per ``event_id``, the bodies parsed into
+typed columns (``[orchestrate.curated]``, docs/curation.md), then runs the curated checks: no
+``event_id`` twice, every landed hour at or after ``start_date``, and, judging the hours this run
+built (the XCom of ``curate_hour``), schema drift (WARN), rescued data and discarded rows (WARN).
+A rebuilt hour replaces the old one, so catch-up (``catchup=True``
 runs every hour since ``start_date``), clearing a run, and a backfill rebuild hours idempotently::
 
     airflow backfill create --dag-id curate_events --from-date 2026-11-20T00:00:00+00:00 \\

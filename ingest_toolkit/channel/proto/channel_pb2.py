@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rchannel.proto\x12\x19ingest_toolkit.channel.v1\"\x81\x01\n\x03Put\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12<\n\x07headers\x18\x02 \x03(\x0b\x32+.ingest_toolkit.channel.v1.Put.HeadersEntry\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"R\n\x08PutsView\x12\x0e\n\x06\x62odies\x18\x01 \x03(\x0c\x12\x36\n\x07headers\x18\x02 \x03(\x0b\x32%.ingest_toolkit.channel.v1.HeaderView\"5\n\nHeaderView\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\x12\x0b\n\x03\x65nd\x18\x03 \x01(\x08\"\x18\n\x04Take\x12\x10\n\x08pointers\x18\x01 \x03(\x06\"\x81\x01\n\x06\x43ommit\x12\x30\n\x04kind\x18\x01 \x01(\x0e\x32\".ingest_toolkit.channel.v1.TxnKind\x12\r\n\x05\x63ount\x18\x02 \x01(\x04\x12\x0b\n\x03tag\x18\x03 \x01(\t\x12\x11\n\tfirst_seq\x18\x04 \x01(\x04\x12\x16\n\x0e\x63ommit_unix_ns\x18\x05 \x01(\x04\"<\n\x08Rollback\x12\x30\n\x04kind\x18\x01 \x01(\x0e\x32\".ingest_toolkit.channel.v1.TxnKind\"H\n\x04Noop\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x16\n\x0ereplaced_bytes\x18\x02 \x01(\x04\x12\x18\n\x10repaired_unix_ns\x18\x03 \x01(\x04\"\xa8\x01\n\x0bSegmentMeta\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\x0e\n\x06log_id\x18\x02 \x01(\x04\x12\x12\n\nchannel_id\x18\x03 \x01(\x0c\x12\x10\n\x08\x64\x61ta_end\x18\x04 \x01(\x04\x12\x0e\n\x06\x66rames\x18\x05 \x01(\x04\x12\x11\n\tfirst_seq\x18\x06 \x01(\x04\x12\x10\n\x08last_seq\x18\x07 \x01(\x04\x12\x16\n\x0esealed_unix_ns\x18\x08 \x01(\x04\"\xe5\x05\n\x0e\x43heckpointMeta\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\x12\n\nchannel_id\x18\x02 \x01(\x0c\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\x04\x12\x10\n\x08last_seq\x18\x04 \x01(\x04\x12\x12\n\nqueue_size\x18\x05 \x01(\x04\x12\x12\n\nqueue_head\x18\x06 \x01(\x06\x12R\n\rlog_refcounts\x18\x07 \x03(\x0b\x32;.ingest_toolkit.channel.v1.CheckpointMeta.LogRefcountsEntry\x12\x17\n\x0fwritten_unix_ns\x18\x08 \x01(\x04\x12\x0e\n\x06log_id\x18\t \x01(\x04\x12\x12\n\nlog_offset\x18\n \x01(\x04\x12\x13\n\x0bnext_txn_id\x18\x0b \x01(\x04\x12\x12\n\nqueue_file\x18\x0c \x01(\t\x12\x13\n\x0bqueue_bytes\x18\r \x01(\x04\x12\x14\n\x0cqueue_crc32c\x18\x0e \x01(\r\x12\x15\n\rinflight_file\x18\x0f \x01(\t\x12\x16\n\x0einflight_bytes\x18\x10 \x01(\x04\x12\x17\n\x0finflight_crc32c\x18\x11 \x01(\r\x12\x16\n\x0einflight_takes\x18\x12 \x01(\x04\x12\x15\n\rinflight_puts\x18\x13 \x01(\x04\x12\x10\n\x08\x63\x61pacity\x18\x14 \x01(\x04\x12\x1e\n\x16\x63heckpoint_interval_ms\x18\x15 \x01(\x04\x12\x1d\n\x15oldest_commit_unix_ns\x18\x16 \x01(\x04\x12\x16\n\x0eputs_committed\x18\x17 \x01(\x04\x12\x17\n\x0ftakes_committed\x18\x18 \x01(\x04\x12\x11\n\tlog_bytes\x18\x19 \x01(\x04\x12\x1c\n\x14\x62\x61\x63kup_checkpoint_id\x18\x1a \x01(\x04\x12\x12\n\nbackup_dir\x18\x1b \x01(\t\x1a\x33\n\x11LogRefcountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x04\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"/\n\x0bInflightTxn\x12\x0e\n\x06txn_id\x18\x01 \x01(\x04\x12\x10\n\x08pointers\x18\x02 \x03(\x06\"*\n\nCommitMark\x12\x0b\n\x03\x65nd\x18\x01 \x01(\x04\x12\x0f\n\x07unix_ns\x18\x02 \x01(\x04\"R\n\tCommitTag\x12\x0b\n\x03tag\x18\x01 \x01(\t\x12\x11\n\tfirst_seq\x18\x02 \x01(\x04\x12\r\n\x05\x63ount\x18\x03 \x01(\x04\x12\x16\n\x0e\x63ommit_unix_ns\x18\x04 \x01(\x04\"\xff\x01\n\x08Inflight\x12\x15\n\rcheckpoint_id\x18\x01 \x01(\x04\x12\x35\n\x05takes\x18\x02 \x03(\x0b\x32&.ingest_toolkit.channel.v1.InflightTxn\x12\x34\n\x04puts\x18\x03 \x03(\x0b\x32&.ingest_toolkit.channel.v1.InflightTxn\x12;\n\x0c\x63ommit_marks\x18\x04 \x03(\x0b\x32%.ingest_toolkit.channel.v1.CommitMark\x12\x32\n\x04tags\x18\x05 \x03(\x0b\x32$.ingest_toolkit.channel.v1.CommitTag*H\n\x07TxnKind\x12\x18\n\x14TXN_KIND_UNSPECIFIED\x10\x00\x12\x10\n\x0cTXN_KIND_PUT\x10\x01\x12\x11\n\rTXN_KIND_TAKE\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rchannel.proto\x12\x19ingest_toolkit.channel.v1\"\x81\x01\n\x03Put\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12<\n\x07headers\x18\x02 \x03(\x0b\x32+.ingest_toolkit.channel.v1.Put.HeadersEntry\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"H\n\rHeaderEntries\x12\x37\n\x07\x65ntries\x18\x02 \x03(\x0b\x32&.ingest_toolkit.channel.v1.HeaderEntry\"E\n\x0bHeaderEntry\x12\x10\n\x03key\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x12\n\x05value\x18\x02 \x01(\tH\x01\x88\x01\x01\x42\x06\n\x04_keyB\x08\n\x06_value\"\x1d\n\nRawEntries\x12\x0f\n\x07\x65ntries\x18\x02 \x03(\x0c\"*\n\nKeysValues\x12\x0c\n\x04keys\x18\x01 \x03(\t\x12\x0e\n\x06values\x18\x02 \x03(\t\"\x18\n\x04Take\x12\x10\n\x08pointers\x18\x01 \x03(\x06\"\x81\x01\n\x06\x43ommit\x12\x30\n\x04kind\x18\x01 \x01(\x0e\x32\".ingest_toolkit.channel.v1.TxnKind\x12\r\n\x05\x63ount\x18\x02 \x01(\x04\x12\x0b\n\x03tag\x18\x03 \x01(\t\x12\x11\n\tfirst_seq\x18\x04 \x01(\x04\x12\x16\n\x0e\x63ommit_unix_ns\x18\x05 \x01(\x04\"<\n\x08Rollback\x12\x30\n\x04kind\x18\x01 \x01(\x0e\x32\".ingest_toolkit.channel.v1.TxnKind\"H\n\x04Noop\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x16\n\x0ereplaced_bytes\x18\x02 \x01(\x04\x12\x18\n\x10repaired_unix_ns\x18\x03 \x01(\x04\"\xa8\x01\n\x0bSegmentMeta\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\x0e\n\x06log_id\x18\x02 \x01(\x04\x12\x12\n\nchannel_id\x18\x03 \x01(\x0c\x12\x10\n\x08\x64\x61ta_end\x18\x04 \x01(\x04\x12\x0e\n\x06\x66rames\x18\x05 \x01(\x04\x12\x11\n\tfirst_seq\x18\x06 \x01(\x04\x12\x10\n\x08last_seq\x18\x07 \x01(\x04\x12\x16\n\x0esealed_unix_ns\x18\x08 \x01(\x04\"\xe5\x05\n\x0e\x43heckpointMeta\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\x12\n\nchannel_id\x18\x02 \x01(\x0c\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\x04\x12\x10\n\x08last_seq\x18\x04 \x01(\x04\x12\x12\n\nqueue_size\x18\x05 \x01(\x04\x12\x12\n\nqueue_head\x18\x06 \x01(\x06\x12R\n\rlog_refcounts\x18\x07 \x03(\x0b\x32;.ingest_toolkit.channel.v1.CheckpointMeta.LogRefcountsEntry\x12\x17\n\x0fwritten_unix_ns\x18\x08 \x01(\x04\x12\x0e\n\x06log_id\x18\t \x01(\x04\x12\x12\n\nlog_offset\x18\n \x01(\x04\x12\x13\n\x0bnext_txn_id\x18\x0b \x01(\x04\x12\x12\n\nqueue_file\x18\x0c \x01(\t\x12\x13\n\x0bqueue_bytes\x18\r \x01(\x04\x12\x14\n\x0cqueue_crc32c\x18\x0e \x01(\r\x12\x15\n\rinflight_file\x18\x0f \x01(\t\x12\x16\n\x0einflight_bytes\x18\x10 \x01(\x04\x12\x17\n\x0finflight_crc32c\x18\x11 \x01(\r\x12\x16\n\x0einflight_takes\x18\x12 \x01(\x04\x12\x15\n\rinflight_puts\x18\x13 \x01(\x04\x12\x10\n\x08\x63\x61pacity\x18\x14 \x01(\x04\x12\x1e\n\x16\x63heckpoint_interval_ms\x18\x15 \x01(\x04\x12\x1d\n\x15oldest_commit_unix_ns\x18\x16 \x01(\x04\x12\x16\n\x0eputs_committed\x18\x17 \x01(\x04\x12\x17\n\x0ftakes_committed\x18\x18 \x01(\x04\x12\x11\n\tlog_bytes\x18\x19 \x01(\x04\x12\x1c\n\x14\x62\x61\x63kup_checkpoint_id\x18\x1a \x01(\x04\x12\x12\n\nbackup_dir\x18\x1b \x01(\t\x1a\x33\n\x11LogRefcountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x04\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"/\n\x0bInflightTxn\x12\x0e\n\x06txn_id\x18\x01 \x01(\x04\x12\x10\n\x08pointers\x18\x02 \x03(\x06\"*\n\nCommitMark\x12\x0b\n\x03\x65nd\x18\x01 \x01(\x04\x12\x0f\n\x07unix_ns\x18\x02 \x01(\x04\"R\n\tCommitTag\x12\x0b\n\x03tag\x18\x01 \x01(\t\x12\x11\n\tfirst_seq\x18\x02 \x01(\x04\x12\r\n\x05\x63ount\x18\x03 \x01(\x04\x12\x16\n\x0e\x63ommit_unix_ns\x18\x04 \x01(\x04\"\xff\x01\n\x08Inflight\x12\x15\n\rcheckpoint_id\x18\x01 \x01(\x04\x12\x35\n\x05takes\x18\x02 \x03(\x0b\x32&.ingest_toolkit.channel.v1.InflightTxn\x12\x34\n\x04puts\x18\x03 \x03(\x0b\x32&.ingest_toolkit.channel.v1.InflightTxn\x12;\n\x0c\x63ommit_marks\x18\x04 \x03(\x0b\x32%.ingest_toolkit.channel.v1.CommitMark\x12\x32\n\x04tags\x18\x05 \x03(\x0b\x32$.ingest_toolkit.channel.v1.CommitTag*H\n\x07TxnKind\x12\x18\n\x14TXN_KIND_UNSPECIFIED\x10\x00\x12\x10\n\x0cTXN_KIND_PUT\x10\x01\x12\x11\n\rTXN_KIND_TAKE\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,36 +35,40 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PUT_HEADERSENTRY']._serialized_options = b'8\001'
   _globals['_CHECKPOINTMETA_LOGREFCOUNTSENTRY']._loaded_options = None
   _globals['_CHECKPOINTMETA_LOGREFCOUNTSENTRY']._serialized_options = b'8\001'
-  _globals['_TXNKIND']._serialized_start=1959
-  _globals['_TXNKIND']._serialized_end=2031
+  _globals['_TXNKIND']._serialized_start=2040
+  _globals['_TXNKIND']._serialized_end=2112
   _globals['_PUT']._serialized_start=45
   _globals['_PUT']._serialized_end=174
   _globals['_PUT_HEADERSENTRY']._serialized_start=128
   _globals['_PUT_HEADERSENTRY']._serialized_end=174
-  _globals['_PUTSVIEW']._serialized_start=176
-  _globals['_PUTSVIEW']._serialized_end=258
-  _globals['_HEADERVIEW']._serialized_start=260
-  _globals['_HEADERVIEW']._serialized_end=313
-  _globals['_TAKE']._serialized_start=315
-  _globals['_TAKE']._serialized_end=339
-  _globals['_COMMIT']._serialized_start=342
-  _globals['_COMMIT']._serialized_end=471
-  _globals['_ROLLBACK']._serialized_start=473
-  _globals['_ROLLBACK']._serialized_end=533
-  _globals['_NOOP']._serialized_start=535
-  _globals['_NOOP']._serialized_end=607
-  _globals['_SEGMENTMETA']._serialized_start=610
-  _globals['_SEGMENTMETA']._serialized_end=778
-  _globals['_CHECKPOINTMETA']._serialized_start=781
-  _globals['_CHECKPOINTMETA']._serialized_end=1522
-  _globals['_CHECKPOINTMETA_LOGREFCOUNTSENTRY']._serialized_start=1471
-  _globals['_CHECKPOINTMETA_LOGREFCOUNTSENTRY']._serialized_end=1522
-  _globals['_INFLIGHTTXN']._serialized_start=1524
-  _globals['_INFLIGHTTXN']._serialized_end=1571
-  _globals['_COMMITMARK']._serialized_start=1573
-  _globals['_COMMITMARK']._serialized_end=1615
-  _globals['_COMMITTAG']._serialized_start=1617
-  _globals['_COMMITTAG']._serialized_end=1699
-  _globals['_INFLIGHT']._serialized_start=1702
-  _globals['_INFLIGHT']._serialized_end=1957
+  _globals['_HEADERENTRIES']._serialized_start=176
+  _globals['_HEADERENTRIES']._serialized_end=248
+  _globals['_HEADERENTRY']._serialized_start=250
+  _globals['_HEADERENTRY']._serialized_end=319
+  _globals['_RAWENTRIES']._serialized_start=321
+  _globals['_RAWENTRIES']._serialized_end=350
+  _globals['_KEYSVALUES']._serialized_start=352
+  _globals['_KEYSVALUES']._serialized_end=394
+  _globals['_TAKE']._serialized_start=396
+  _globals['_TAKE']._serialized_end=420
+  _globals['_COMMIT']._serialized_start=423
+  _globals['_COMMIT']._serialized_end=552
+  _globals['_ROLLBACK']._serialized_start=554
+  _globals['_ROLLBACK']._serialized_end=614
+  _globals['_NOOP']._serialized_start=616
+  _globals['_NOOP']._serialized_end=688
+  _globals['_SEGMENTMETA']._serialized_start=691
+  _globals['_SEGMENTMETA']._serialized_end=859
+  _globals['_CHECKPOINTMETA']._serialized_start=862
+  _globals['_CHECKPOINTMETA']._serialized_end=1603
+  _globals['_CHECKPOINTMETA_LOGREFCOUNTSENTRY']._serialized_start=1552
+  _globals['_CHECKPOINTMETA_LOGREFCOUNTSENTRY']._serialized_end=1603
+  _globals['_INFLIGHTTXN']._serialized_start=1605
+  _globals['_INFLIGHTTXN']._serialized_end=1652
+  _globals['_COMMITMARK']._serialized_start=1654
+  _globals['_COMMITMARK']._serialized_end=1696
+  _globals['_COMMITTAG']._serialized_start=1698
+  _globals['_COMMITTAG']._serialized_end=1780
+  _globals['_INFLIGHT']._serialized_start=1783
+  _globals['_INFLIGHT']._serialized_end=2038
 # @@protoc_insertion_point(module_scope)

@@ -31,23 +31,33 @@ class Put(_message.Message):
     headers: _containers.ScalarMap[str, str]
     def __init__(self, body: _Optional[bytes] = ..., headers: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
-class PutsView(_message.Message):
-    __slots__ = ("bodies", "headers")
-    BODIES_FIELD_NUMBER: _ClassVar[int]
-    HEADERS_FIELD_NUMBER: _ClassVar[int]
-    bodies: _containers.RepeatedScalarFieldContainer[bytes]
-    headers: _containers.RepeatedCompositeFieldContainer[HeaderView]
-    def __init__(self, bodies: _Optional[_Iterable[bytes]] = ..., headers: _Optional[_Iterable[_Union[HeaderView, _Mapping]]] = ...) -> None: ...
+class HeaderEntries(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[HeaderEntry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[HeaderEntry, _Mapping]]] = ...) -> None: ...
 
-class HeaderView(_message.Message):
-    __slots__ = ("key", "value", "end")
+class HeaderEntry(_message.Message):
+    __slots__ = ("key", "value")
     KEY_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
-    END_FIELD_NUMBER: _ClassVar[int]
     key: str
     value: str
-    end: bool
-    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., end: _Optional[bool] = ...) -> None: ...
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class RawEntries(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, entries: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class KeysValues(_message.Message):
+    __slots__ = ("keys", "values")
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    keys: _containers.RepeatedScalarFieldContainer[str]
+    values: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, keys: _Optional[_Iterable[str]] = ..., values: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Take(_message.Message):
     __slots__ = ("pointers",)

@@ -30,13 +30,13 @@ from typing import Any
 
 from ...errors import ConfigError
 from .arrow import ArrowStorage
-from .base import FileInfo, Storage, tmp_name
+from .base import FileInfo, Storage, is_tmp_name, tmp_name
 from .hadoop import HadoopStorage
 from .local import LocalStorage
 from .location import Location, local_path, locate
 
-__all__ = ["ArrowStorage", "FileInfo", "HadoopStorage", "LocalStorage", "Location", "Storage", "local_path",
-           "locate", "open_storage", "tmp_name"]
+__all__ = ["ArrowStorage", "FileInfo", "HadoopStorage", "LocalStorage", "Location", "Storage", "is_tmp_name",
+           "local_path", "locate", "open_storage", "tmp_name"]
 
 
 def open_storage(root: str, mode: str = "auto", spark: Any = None) -> Storage:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pyarrow import fs as pafs
 
+from ..faults import COMMIT_WRITE, fault_point
 from .base import FileInfo, join_uri, parent_of, tmp_name
 
 __all__ = ["ArrowStorage"]
@@ -53,6 +54,7 @@ class ArrowStorage:
         self._fs.create_dir(self._p(parent_of(rel)), recursive=True)
         with self._fs.open_output_stream(tmp) as stream:
             stream.write(data)
+        fault_point(COMMIT_WRITE)  # a crash here leaves the hidden file (recovery removes it)
         if self.exists(rel):
             self._fs.delete_file(tmp)
             raise FileExistsError(self.uri(rel))

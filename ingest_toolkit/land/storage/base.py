@@ -13,11 +13,14 @@ This module imports no backend: each backend module imports it.
 
 from __future__ import annotations
 
+import re
 import secrets
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["FileInfo", "Storage", "join_uri", "parent_of", "tmp_name"]
+__all__ = ["FileInfo", "Storage", "is_tmp_name", "join_uri", "parent_of", "tmp_name"]
+
+_TMP_NAME = re.compile(r"^\..+\.tmp-[0-9a-f]{8}$")
 
 
 @dataclass(frozen=True)
@@ -74,3 +77,8 @@ def tmp_name(rel: str) -> str:
     parent, _, name = rel.rpartition("/")
     hidden = f".{name}.tmp-{secrets.token_hex(4)}"
     return f"{parent}/{hidden}" if parent else hidden
+
+
+def is_tmp_name(name: str) -> bool:
+    """Whether a file name is one :func:`tmp_name` makes (``.<name>.tmp-<8 hex digits>``)."""
+    return _TMP_NAME.match(name) is not None

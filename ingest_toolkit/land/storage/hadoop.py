@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..faults import COMMIT_WRITE, fault_point
 from ..hadoop_errors import java_causes
 from .base import FileInfo, join_uri, parent_of, tmp_name
 
@@ -115,6 +116,7 @@ class HadoopStorage:
         try:
             stream.write(bytearray(data))
             stream.hsync()
+            fault_point(COMMIT_WRITE)  # a crash here leaves the hidden file open (recovery removes it)
         finally:
             stream.close()
         if self._rename(tmp, target):

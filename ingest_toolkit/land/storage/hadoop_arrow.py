@@ -118,6 +118,11 @@ class HadoopFsHandler(pafs.FileSystemHandler):  # type: ignore[misc]
         return self.open_input_file(path)
 
     def open_input_file(self, path: str) -> pa.NativeFile:
+        """A missing file raises FileNotFoundError, as pyarrow's own file systems do (Hadoop's
+        FileNotFoundException reached the caller as a py4j error, which readers of optional
+        files, like the curated table's ``_schema.json``, do not expect)."""
+        if not self._fs.exists(self._path(path)):
+            raise FileNotFoundError(f"{self.authority}{path}")
         status = self._fs.getFileStatus(self._path(path))
         return pa.PythonFile(_JavaInput(self._fs.open(self._path(path)), int(status.getLen())), mode="r")
 

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from ...errors import ConfigError
+from ..faults import COMMIT_WRITE, fault_point
 from .base import FileInfo, join_uri, tmp_name
 
 __all__ = ["LocalStorage"]
@@ -73,6 +74,7 @@ class LocalStorage:
             os.fsync(fd)
         finally:
             os.close(fd)
+        fault_point(COMMIT_WRITE)  # a crash here leaves the hidden file (recovery removes it)
         try:
             os.link(tmp, target)  # the atomic step: fails with EEXIST if the name is taken
         finally:
