@@ -331,7 +331,8 @@ class _ExtraCommand(click.Command):
 
 
 # Subsystem commands live beside their code; imported last so their modules may import this one.
-from .collect.cli import agent_command, send_command  # noqa: E402
+from .collect.cli import agent_command  # noqa: E402
+from .collect.send import send_command  # noqa: E402
 from .hdfs.cli import hdfs_command  # noqa: E402
 from .scaffold import init_command  # noqa: E402
 
