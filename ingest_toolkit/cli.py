@@ -337,10 +337,12 @@ from .collect.cli import agent_command  # noqa: E402
 from .collect.send import send_command  # noqa: E402
 from .hdfs.cli import hdfs_command  # noqa: E402
 from .scaffold import init_command  # noqa: E402
+from .status import status_command  # noqa: E402
 
 main.add_command(init_command)
 main.add_command(agent_command)
 main.add_command(send_command)
+main.add_command(status_command)
 main.add_command(_ExtraCommand("land", "ingest_toolkit.land.cli:land_command",
                                "Land committed events as Parquet (the [spark] extra)."))
 main.add_command(hdfs_command)
