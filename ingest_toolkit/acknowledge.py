@@ -13,10 +13,6 @@ which belongs to the process that holds the channel's lock. So:
 
 from __future__ import annotations
 
-import json
-import ssl
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,36 +59,27 @@ def _through_agent(checkpoint_dir: str, named: NamedChannel | None, owner: int, 
     agent = load_agent_config(named.agent_conf)
     admin = agent.agent.admin
     port = owner_port(agent.agent.ports_path, owner, owned, "admin", fix)
+    address, path = endpoint(admin.host, port), f"/channels/{named.name}/incidents/acknowledge"
+    answer = _post(address, path, {"ids": ids, "note": note}, admin.security, owned)
     scheme = "https" if admin.security.tls is not None else "http"
-    url = f"{scheme}://{endpoint(admin.host, port)}/channels/{named.name}/incidents/acknowledge"
-    answer = _post(url, {"ids": ids, "note": note}, agent.agent.admin.security, owned)
-    return Acknowledged(answer.get("acknowledged", []), f"agent {agent.agent.name!r} (pid {owner}) at {url}")
+    return Acknowledged(answer.get("acknowledged", []),
+                        f"agent {agent.agent.name!r} (pid {owner}) at {scheme}://{address}{path}")
 
 
-def _post(url: str, body: dict[str, Any], security: Any, owned: str) -> dict[str, Any]:
+def _post(address: str, path: str, body: dict[str, Any], security: Any, owned: str) -> dict[str, Any]:
+    from .collect.admin_client import AdminClient
+    from .collect.errors import AdminRequestError
     from .security import load_token
 
-    headers = {"Content-Type": "application/json"}
     token = load_token(security, key="agent.admin.security.token_env")
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    context = None
-    if security.tls is not None:  # the agent's own certificate is the trusted one (a self-signed setup)
-        context = ssl.create_default_context(cafile=str(security.tls.cert_file))
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
+    tls_ca = str(security.tls.cert_file) if security.tls is not None else None  # a self-signed agent's own
+    client = AdminClient(address, token=token, tls_ca=tls_ca, timeout=_TIMEOUT)
+    url = client.base + path
     try:
-        with urllib.request.urlopen(request, timeout=_TIMEOUT, context=context) as response:  # noqa: S310 (our URL)
-            return dict(json.loads(response.read()))
-    except urllib.error.HTTPError as err:
-        raise ChannelError(f"{owned}; its agent refused the acknowledgement at {url}: HTTP {err.code}, "
-                           f"{_error_text(err)}") from None
-    except (urllib.error.URLError, OSError, ValueError) as err:
-        raise ChannelError(f"{owned}; its agent could not be asked at {url} ({err}): check that it runs and that "
-                           "[agent.admin] is enabled") from None
-
-
-def _error_text(err: urllib.error.HTTPError) -> str:
-    try:
-        return str(json.loads(err.read()).get("error", err.reason))
-    except (ValueError, OSError, AttributeError):
-        return str(err.reason)
+        return client.post(path, body)
+    except AdminRequestError as err:
+        if err.status is not None:
+            raise ChannelError(f"{owned}; its agent refused the acknowledgement at {url}: HTTP {err.status}, "
+                               f"{err.text}") from None
+        raise ChannelError(f"{owned}; its agent could not be asked at {url} ({err.text}): check that it runs and "
+                           "that [agent.admin] is enabled") from None

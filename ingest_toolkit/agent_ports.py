@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from .errors import ConfigError
 
-__all__ = ["endpoint", "owner_port"]
+__all__ = ["endpoint", "owner_port", "shown"]
 
 _WILDCARD = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1", "[::]": "::1"}
 Endpoint = Literal["grpc", "admin"]
@@ -53,6 +53,13 @@ def endpoint(host: str, port: int) -> str:
     """``host:port`` to connect to: a wildcard bind address means the local host."""
     host = _WILDCARD.get(host, host)
     return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
+def shown(path: str | os.PathLike[str]) -> str:
+    """``path`` for a message, as the user would type it: relative to the current directory when
+    it is inside it (``var/agent/ports.json``), else as it is."""
+    relative = os.path.relpath(path)
+    return relative if not relative.startswith("..") else str(path)
 
 
 def _untrusted(st: os.stat_result, owner: int) -> str | None:

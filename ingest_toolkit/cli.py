@@ -30,6 +30,7 @@ from .channel_conf import DEFAULT_AGENT_CONF, find_channel
 from .cli_common import OneLineErrors, output_console, verbose_option
 from .errors import ConfigError
 from .extras import extra_for
+from .inspect_live import live_view
 
 __all__ = ["main"]
 
@@ -220,12 +221,13 @@ def _progress(enabled: bool) -> Iterator[PhaseProgress | None]:
 def channel_inspect(conf_path: Path | None, channel_name: str | None, checkpoint_dir: str | None,
                     data_dirs: tuple[str, ...], as_json: bool) -> None:
     """Show the channel's state from checkpoint.meta and its log files. Takes no lock: safe while
-    the channel is in use."""
+    the channel is in use (it then says how old that checkpoint is; `status` shows it live)."""
     report = tools.inspect_channel(*_directories(checkpoint_dir, data_dirs, conf_path, channel_name))
+    live = live_view(report, None if checkpoint_dir else conf_path or DEFAULT_AGENT_CONF)
     if as_json:
-        _print_json(report.to_json())
+        _print_json({**report.to_json(), "live": live.to_json() if live else None})
     else:
-        render.print_inspect(output_console(), report)
+        render.print_inspect(output_console(), report, live=live.note if live else None)
 
 
 @channel_group.command("verify")
@@ -331,13 +333,16 @@ class _ExtraCommand(click.Command):
 
 
 # Subsystem commands live beside their code; imported last so their modules may import this one.
-from .collect.cli import agent_command, send_command  # noqa: E402
+from .collect.cli import agent_command  # noqa: E402
+from .collect.send import send_command  # noqa: E402
 from .hdfs.cli import hdfs_command  # noqa: E402
 from .scaffold import init_command  # noqa: E402
+from .status import status_command  # noqa: E402
 
 main.add_command(init_command)
 main.add_command(agent_command)
 main.add_command(send_command)
+main.add_command(status_command)
 main.add_command(_ExtraCommand("land", "ingest_toolkit.land.cli:land_command",
                                "Land committed events as Parquet (the [spark] extra)."))
 main.add_command(hdfs_command)

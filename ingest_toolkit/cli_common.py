@@ -18,7 +18,7 @@ from rich.console import Console
 from .errors import IngestError
 from .extras import MissingExtraError, extra_for
 
-__all__ = ["OneLineErrors", "is_verbose", "output_console", "verbose_option"]
+__all__ = ["OneLineErrors", "is_verbose", "output_console", "stderr_is_terminal", "verbose_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _VERBOSE = "ingest_toolkit.verbose"
@@ -74,3 +74,10 @@ def output_console(*, stderr: bool = False) -> Console:
     if stream.isatty():
         return Console(stderr=stderr)
     return Console(stderr=stderr, width=_PIPE_WIDTH, soft_wrap=True)
+
+
+def stderr_is_terminal() -> bool:
+    """Whether stderr is a terminal that can redraw a line (not a pipe, a file, or TERM=dumb): where
+    the commands show live progress instead of plain lines."""
+    console = Console(stderr=True)
+    return console.is_terminal and not console.is_dumb_terminal

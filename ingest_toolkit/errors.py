@@ -27,6 +27,9 @@ Hierarchy::
 Each stage keeps its own errors in one module, under the same root::
 
     IngestError
+    ├── ConfigError
+    │   └── WrongAgentError                collect.errors: the agent that answers is not the configuration's
+    ├── AdminRequestError                  collect.errors: an agent's admin endpoint did not answer, or refused
     ├── ChannelError
     │   ├── TransactionError
     │   │   ├── InvalidTagError            channel.tags: a tag or batch id breaks the tag rules

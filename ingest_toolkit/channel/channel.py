@@ -188,13 +188,20 @@ class FileChannel:
         return len(self._queue)
 
     def stats(self) -> dict[str, Any]:
+        """Live counters (docs/rpc.md, "Status"). ``oldest_commit_unix_ns``: when the oldest event
+        not yet taken for good (queued or in an open take) was committed, 0 when there is none:
+        the live backlog age, which ``checkpoint.meta`` only has as of its last write."""
         with self._cond:
+            takes = [t for t in self._open.values() if t.kind is TxnKind.TAKE]
             return {
                 "channel_id": str(uuid.UUID(bytes=self.channel_id)),
                 "queue_size": len(self._queue),
                 "used": self._used,
                 "capacity": self.config.capacity,
                 "open_transactions": len(self._open),
+                "open_takes": len(takes),
+                "events_in_open_takes": sum(t.count for t in takes),
+                "oldest_commit_unix_ns": next((ns for end, ns in self._marks if end > self._takes_total), 0),
                 "commits": self._commits,
                 "fsyncs": self._log.fsyncs,
                 "log_files": {lid: {"path": p, "refcount": self._refcounts.get(lid, 0)}

@@ -32,13 +32,13 @@ from typing import Any
 from ..channel import Event, EventColumns, FileChannel
 from ..channel.fs import OsFileSystem, write_atomic
 from ..channel.lock import DirectoryLock
-from ..channel.tools.health import observe_channel
 from ..errors import ChannelLockedError, ConfigError, DiskSpaceError, IngestError
 from ..rpc.server import AgentService, RunningServer, start_server
 from ..security import load_token
 from ..settings import invalid_settings
 from .admin import AdminServer
 from .agent_metrics import AgentFacts, exposition, safe_stats, source_problem
+from .agent_status import channel_status, source_status
 from .config import AgentConfig
 from .errors import AgentLockedError
 from .interceptors import Interceptor, build_interceptors
@@ -294,9 +294,9 @@ class Agent:
         return {
             "agent": self.config.agent.name, "version": __version__, "ports": self.ports(),
             "healthy": not self.health(), "reasons": self.health(),
-            "channels": {n: {**safe_stats(ch.stats), **observe_channel(ch.config.checkpoint_dir, ch.config.data_dirs)}
-                         for n, ch in self.channels.items()},
-            "sources": {n: safe_stats(s.stats) for n, s in self.sources.items()},
+            "channels": {n: channel_status(n, ch, self.writability) for n, ch in self.channels.items()},
+            "sources": {n: source_status(self.config.sources.get(n), safe_stats(s.stats))
+                        for n, s in self.sources.items()},
             "sinks": {n: safe_stats(g.stats) for n, g in self.sink_groups.items()},
         }
 

@@ -1,7 +1,7 @@
-"""``ingest-toolkit agent`` (run the agent) and ``ingest-toolkit send`` (push lines to one over gRPC).
+"""``ingest-toolkit agent``: run the agent (``send``, which pushes lines to one, is :mod:`.send`).
 
-Exit codes: 0 after a clean stop (SIGTERM/SIGINT) or a complete send; 1 on a configuration error
-(nothing was started), a locked channel, an unreachable agent or a rejected batch.
+Exit codes: 0 after a clean stop (SIGTERM/SIGINT); 1 on a configuration error (nothing was
+started), a locked channel or a port that cannot be bound.
 """
 
 from __future__ import annotations
@@ -9,29 +9,23 @@ from __future__ import annotations
 import gc
 import json
 import logging
-import os
 import signal
 import sys
 import threading
 import time
-import uuid
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from itertools import chain
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any
+from typing import Any
 
 import click
 
-from ..channel import EventColumns
 from ..cli_common import verbose_option
-from ..errors import ConfigError, IngestError, TransientError
+from ..errors import ConfigError, IngestError
 from ..settings import invalid_settings
 from .config import AgentConfig, load_agent_config
 from .preflight import preflight_problems
 
-__all__ = ["agent_command", "configure_logging", "run_agent", "send_command", "tune_gc_for_service"]
+__all__ = ["agent_command", "configure_logging", "run_agent", "tune_gc_for_service"]
 
 log = logging.getLogger("ingest_toolkit.collect.agent")
 
@@ -156,211 +150,3 @@ def agent_command(conf_path: Path, log_level: str | None, check: bool) -> None:
         if err.key and err.key not in str(err):  # name the setting to fix
             raise ConfigError(f"{err.key}: {err}", key=err.key) from err
         raise
-
-
-# -- send -----------------------------------------------------------------------------------------
-@click.command("send")
-@click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--agent", "address", default=lambda: os.environ.get("INGEST_AGENT_ADDRESS", "127.0.0.1:7431"),
-              show_default="127.0.0.1:7431 or $INGEST_AGENT_ADDRESS", help="host:port of the agent's gRPC endpoint.")
-@click.option("--ports-file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Read the gRPC port from an agent's ports file instead (host 127.0.0.1).")
-@click.option("--channel", help="Target channel; default: the agent's default gRPC pipeline.")
-@click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(1, 1_000_000),
-              help="Lines per batch (one durable commit each).")
-@click.option("--batch-id", "batch_prefix",
-              help="Batch id prefix: batch N is '<prefix>-N'. Re-running the same send with the same prefix "
-                   "stores nothing twice. Default: a random prefix (retries within this run are still safe).")
-@click.option("--header", "headers", multiple=True, help="key=value header on every event; repeatable.")
-@click.option("--token-env", help="Environment variable holding the bearer token.")
-@click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="CA certificate (PEM) to verify the agent's TLS certificate; enables TLS.")
-@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Client certificate (PEM) for an agent that requires one (mutual TLS); needs --tls-key.")
-@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Unencrypted private key (PEM) of --tls-cert.")
-@click.option("--retries", default=5, show_default=True, type=click.IntRange(0, 100),
-              help="Retries of a batch on a transient error (agent unreachable, channel full).")
-@click.option("--window", default=4, show_default=True, type=click.IntRange(1, 64),
-              help="Batches in flight on the ordered put stream: the next ones travel while the agent commits "
-                   "one. Events are stored in the order of the input either way.")
-@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
-@verbose_option
-def send_command(files: tuple[Path, ...], address: str, ports_file: Path | None, channel: str | None,
-                 batch_size: int, batch_prefix: str | None, headers: tuple[str, ...], token_env: str | None,
-                 tls_ca: Path | None, tls_cert: Path | None, tls_key: Path | None, retries: int, window: int,
-                 as_json: bool) -> None:
-    """Send the lines of FILES (or of stdin) to an agent, one event per line (newline removed)."""
-    token = _token(token_env)
-    tls = _Tls(tls_ca, tls_cert, tls_key)
-    if batch_prefix is not None and not 0 < len(batch_prefix.encode()) <= 100:
-        raise click.UsageError("--batch-id: the prefix must be 1 to 100 bytes (batch ids are at most 128)")
-    def resolve() -> str:  # a ports file is re-read before each retry: the agent may restart on a new port
-        return f"127.0.0.1:{_grpc_port(ports_file)}" if ports_file is not None else address
-
-    header_map = _headers(headers)
-    sender = _Sender(resolve, token=token, tls=tls, channel=channel, retries=retries,
-                     prefix=batch_prefix or f"send-{uuid.uuid4().hex}", window=window)
-    try:
-        sender.send_all(_batches(files, batch_size, header_map))
-    except IngestError as err:
-        counts = sender.counts
-        raise click.ClickException(
-            f"{_explain(err, sender.address)} ({counts['batches']} batches, {counts['accepted']} events stored before "
-            f"the failure; re-run with --batch-id {sender.prefix} to resume without duplicates)") from err
-    finally:
-        sender.close()
-    counts = sender.counts
-    if as_json:
-        click.echo(json.dumps(counts, sort_keys=True))
-    else:
-        click.echo(f"sent {counts['events']} events in {counts['batches']} batches: {counts['accepted']} accepted, "
-                   f"{counts['duplicate_batches']} duplicate batches ({counts['duplicate_events']} events "
-                   f"already stored)")
-
-
-def _token(token_env: str | None) -> str | None:
-    if token_env is None:
-        return None
-    token = os.environ.get(token_env, "")
-    if not token:
-        raise click.UsageError(f"--token-env {token_env}: the variable is unset or empty")
-    return token
-
-
-class _Tls:
-    """The TLS files of ``send``, checked once up front: a wrong file is a usage error naming the
-    option (not a failed handshake at the first batch)."""
-
-    def __init__(self, ca: Path | None, cert: Path | None, key: Path | None) -> None:
-        from ..security import load_client_tls
-
-        try:
-            load_client_tls(ca, cert, key, names={"ca": "--tls-ca", "cert": "--tls-cert", "key": "--tls-key"})
-        except ConfigError as err:
-            raise click.UsageError(str(err)) from None
-        self.ca, self.cert, self.key = ca, cert, key
-
-
-def _grpc_port(ports_file: Path) -> int:
-    try:
-        port = json.loads(ports_file.read_text())["grpc"]
-    except (OSError, ValueError, KeyError) as err:
-        raise click.UsageError(f"--ports-file {ports_file}: cannot read the gRPC port ({err})") from None
-    if not isinstance(port, int):
-        raise click.UsageError(f"--ports-file {ports_file}: the agent has no gRPC endpoint")
-    return port
-
-
-def _headers(pairs: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise click.UsageError(f"--header {pair!r}: expected key=value")
-        out[key] = value
-    return out
-
-
-def _batches(files: tuple[Path, ...], size: int, headers: dict[str, str]) -> Iterator[EventColumns]:
-    """Batches of lines as :class:`EventColumns` (no Event per line): every event carries ``headers``."""
-    keys, values = list(headers), list(headers.values())
-    bodies: list[bytes] = []
-    for stream in _streams(files):
-        for line in stream:
-            bodies.append(line.rstrip(b"\r\n") if line.endswith(b"\n") else line)
-            if len(bodies) >= size:
-                yield _columns(bodies, keys, values)
-                bodies = []
-    if bodies:
-        yield _columns(bodies, keys, values)
-
-
-def _columns(bodies: list[bytes], keys: list[str], values: list[str]) -> EventColumns:
-    n = len(bodies)
-    return EventColumns(bodies, [0] * n, [len(keys)] * n, keys * n, values * n)
-
-
-def _streams(files: tuple[Path, ...]) -> Iterator[IO[bytes]]:
-    if not files:
-        yield sys.stdin.buffer
-        return
-    for path in files:
-        with path.open("rb") as f:
-            yield f
-
-
-class _Sender:
-    """Puts batches with ids ``<prefix>-<n>``; a transient failure retries the same id (safe)."""
-
-    def __init__(self, resolve: Callable[[], str], *, token: str | None, tls: _Tls,
-                 channel: str | None, retries: int, prefix: str, window: int = 4) -> None:
-        from ..rpc.client import AgentClient
-
-        self.prefix, self._channel, self._retries, self._window = prefix, channel, retries, window
-        self._resolve = resolve
-        self._connect: Callable[[str], AgentClient] = lambda address: AgentClient(
-            address, token=token, tls_ca=tls.ca, tls_cert=tls.cert, tls_key=tls.key)
-        self.address = resolve()
-        self._client = self._connect(self.address)
-        self.counts = {"batches": 0, "events": 0, "accepted": 0, "duplicate_batches": 0, "duplicate_events": 0}
-
-    def send_all(self, batches: Iterable[EventColumns]) -> None:
-        """Put ``batches`` on one ordered stream (``window`` in flight). After a transient failure
-        the batches not yet acknowledged are sent again, with their ids, on a new stream."""
-        numbered = ((f"{self.prefix}-{n}", batch) for n, batch in enumerate(batches))
-        pending: deque[tuple[str, EventColumns]] = deque()  # sent, not acknowledged, oldest first
-
-        def fresh() -> Iterator[tuple[EventColumns, str]]:
-            for batch_id, batch in numbered:
-                pending.append((batch_id, batch))
-                yield batch, batch_id
-
-        attempt = 0
-        while True:
-            replay = [(batch, batch_id) for batch_id, batch in list(pending)]
-            try:
-                for ack in self._client.put_stream(chain(replay, fresh()), channel=self._channel,
-                                                   window=self._window):
-                    self._count(pending.popleft()[1], ack)
-                    attempt = 0  # progress: a later failure gets the full number of retries
-                return
-            except TransientError as err:
-                if attempt == self._retries:
-                    raise
-                delay = min(0.2 * 2 ** attempt, 5.0)
-                first = pending[0][0] if pending else f"{self.prefix}-{self.counts['batches']}"
-                click.echo(f"batch {first}: {err}; retrying in {delay:.1f}s", err=True)
-                time.sleep(delay)
-                self._reconnect()
-                attempt += 1
-
-    def _count(self, batch: EventColumns, ack: Any) -> None:
-        self.counts["batches"] += 1
-        self.counts["events"] += len(batch)
-        if ack.duplicate:
-            self.counts["duplicate_batches"] += 1
-            self.counts["duplicate_events"] += ack.accepted
-        else:
-            self.counts["accepted"] += ack.accepted
-
-    def _reconnect(self) -> None:
-        try:
-            address = self._resolve()
-        except click.UsageError:
-            return  # the ports file is being rewritten or gone for now: keep the old address
-        if address != self.address:
-            self._client.close()
-            self.address, self._client = address, self._connect(address)
-
-    def close(self) -> None:
-        self._client.close()
-
-
-def _explain(err: IngestError, address: str) -> str:
-    from ..rpc.errors import AgentUnavailableError
-
-    if isinstance(err, AgentUnavailableError):
-        return (f"cannot reach the agent at {address}: {err}. Is it running? Check --agent (or --ports-file) "
-                "and, for a TLS agent, --tls-ca (and --tls-cert/--tls-key if it requires client certificates)")
-    return f"{type(err).__name__}: {err}"

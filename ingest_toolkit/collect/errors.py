@@ -9,6 +9,9 @@ Hierarchy (the roots are in :mod:`ingest_toolkit.errors`)::
     ├── OversizedLineError                   a line over max_event_bytes with oversized = "fail"
     ├── RefusedFileError                     a spooled/tailed file that must not be read (symlink, ...)
     ├── SourceStateError                     a source's position file is unreadable
+    ├── AdminRequestError                    the agent's admin endpoint did not answer, or refused (its HTTP status)
+    ├── ConfigError
+    │   └── WrongAgentError                  the agent that answers is not the one the configuration describes
     └── ChannelError
         └── ChannelLockedError
             └── AgentLockedError             another agent runs with the same state_dir
@@ -18,10 +21,10 @@ Errors of the gRPC API the agent serves are in :mod:`ingest_toolkit.rpc.errors`.
 
 from __future__ import annotations
 
-from ..errors import ChannelLockedError, IngestError
+from ..errors import ChannelLockedError, ConfigError, IngestError
 
-__all__ = ["AgentLockedError", "BadRequestError", "BatchIdError", "OversizedLineError", "RefusedFileError",
-           "SourceStateError", "UnsupportedMediaTypeError"]
+__all__ = ["AdminRequestError", "AgentLockedError", "BadRequestError", "BatchIdError", "OversizedLineError",
+           "RefusedFileError", "SourceStateError", "UnsupportedMediaTypeError", "WrongAgentError"]
 
 
 class BatchIdError(IngestError, ValueError):
@@ -66,3 +69,23 @@ class AgentLockedError(ChannelLockedError):
         super().__init__(path=path, holder=holder)
         self.args = (f"agent state directory {path} is in use by another agent ({holder}); stop it, "
                      "or give this agent its own [agent] state_dir",)
+
+
+class WrongAgentError(ConfigError):
+    """The agent that answers is not the one the configuration describes (:mod:`.locate`): it
+    serves a channel of the configuration under another id, or not at all. Nothing was sent or
+    taken. ``channel``, ``expected`` (the id in ``channel.id``), ``served`` (None: no such channel)."""
+
+    def __init__(self, message: str, *, channel: str, expected: str, served: str | None) -> None:
+        super().__init__(message, key="conf")
+        self.channel, self.expected, self.served = channel, expected, served
+
+
+class AdminRequestError(IngestError):
+    """A request to an agent's admin endpoint failed: ``status`` is the HTTP status of a refusal
+    (401: the token; 404: an unknown path or channel), None when nothing answered; ``text`` is the
+    agent's ``error`` (or the connection's reason)."""
+
+    def __init__(self, message: str, *, url: str, status: int | None, text: str) -> None:
+        super().__init__(message)
+        self.url, self.status, self.text = url, status, text

@@ -3,22 +3,29 @@ Delta Lake or Iceberg: ``[landing] format`` or ``--format``).
 
 Where it takes from is :mod:`ingest_toolkit.land.route`'s decision: an agent given by
 ``--agent``/``--ports-file``/``[landing] agent``; else the channel in-process when no process
-owns it; else the agent that owns it (announced on stderr). The run itself is
+owns it; else the agent that owns it. The first line on stderr says which. The run itself is
 :func:`~ingest_toolkit.land.run.land_channel`: an empty channel ends before Spark starts.
+
+While it runs it shows its progress (:mod:`ingest_toolkit.land.progress`): on a terminal a live
+footer on stderr (the Spark start as a step of its own, then events landed of the backlog, rate,
+batches), otherwise one line per batch on stdout as each batch completes.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..cli_common import is_verbose, verbose_option
+from ..cli_common import is_verbose, stderr_is_terminal, verbose_option
 from .config import LandingConfig, load_landing_config
-from .landing import LandingResult
-from .route import ports_file_address, resolve_route
+from .progress import LandingProgress, LineProgress, TerminalProgress
+from .route import Route, ports_file_address, resolve_route
 from .run import LandingRun, land_channel
 from .spark import spark_session
 
@@ -62,17 +69,39 @@ def land_command(conf_path: Path, channel: str, max_events: int | None, table_fo
         overrides["channel_conf"] = str(channel_conf)
     config = load_landing_config(conf_path, **overrides)
     route = resolve_route(config, channel)
-    if route.notice:
-        click.echo(route.notice, err=True)
-    spark = _Spark(config)
-    try:
-        run = land_channel(route, spark.start, batches=None if drain else 1, overlap=drain)
-    finally:
-        spark.stop()
+    click.echo(_announcement(route, agent, ports_file), err=True)
+    with _progress(as_json) as report:
+        spark = _Spark(config, report)
+        try:
+            run = land_channel(route, spark.start, batches=None if drain else 1, overlap=drain, report=report)
+        finally:
+            spark.stop()
     _report(run, config, as_json)
 
 
+def _announcement(route: Route, agent: str | None, ports_file: Path | None) -> str:
+    """The first line on stderr: where this landing takes from, and how that was decided."""
+    if route.notice:
+        return route.notice
+    if not route.remote:
+        return f"landing channel {route.channel!r} {route.description}: no process owns it"
+    given = ("--agent" if agent else f"--ports-file {ports_file}" if ports_file else "[landing] agent")
+    return f"landing channel {route.channel!r} through {route.description} (given by {given})"
+
+
+@contextmanager
+def _progress(as_json: bool) -> Iterator[LandingProgress]:
+    """The live footer on a terminal, else lines as batches complete (none on stdout for --json)."""
+    if stderr_is_terminal():
+        with TerminalProgress(print_batches=not as_json) as live:
+            yield live
+    else:
+        yield LineProgress(print_batches=not as_json)
+
+
 def _report(run: LandingRun, config: LandingConfig, as_json: bool) -> None:
+    """The end of the output: the JSON document, or what is left to say (the batch lines were
+    printed as the batches completed)."""
     if as_json:
         click.echo(json.dumps(_document(run, run.route.channel, config), indent=2))
         return
@@ -80,8 +109,6 @@ def _report(run: LandingRun, config: LandingConfig, as_json: bool) -> None:
         spark = "; Spark was not started" if config.format == "parquet" else ""
         click.echo(f"nothing to land: channel {run.route.channel!r} has no committed events "
                    f"({run.route.description}){spark}")
-    for result in run.results:
-        _print_result(result)
     pending = run.temp_files_pending
     if pending:
         click.echo(f"{pending} temporary file(s) of killed commits under {config.root}/{run.route.channel}/_manifests "
@@ -90,18 +117,22 @@ def _report(run: LandingRun, config: LandingConfig, as_json: bool) -> None:
 
 
 class _Spark:
-    """The command's session, started only when there is something to land; stopped at the end
-    unless this process already had one (a caller's session keeps running)."""
+    """The command's session, started only when there is something to land (a step of its own in
+    the progress); stopped at the end unless this process already had one (a caller's session
+    keeps running)."""
 
-    def __init__(self, config: LandingConfig) -> None:
-        self.config, self.owned = config, False
+    def __init__(self, config: LandingConfig, report: LandingProgress) -> None:
+        self.config, self.owned, self.report = config, False, report
         self.session: SparkSession | None = None
 
     def start(self) -> SparkSession:
         from pyspark.sql import SparkSession
 
         self.owned = SparkSession.getActiveSession() is None
+        self.report.spark_starting()
+        started = time.monotonic()
         self.session = session = spark_session(self.config.spark, quiet=not is_verbose())  # Spark's log with --verbose
+        self.report.spark_started(time.monotonic() - started)
         return session
 
     def stop(self) -> None:
@@ -113,14 +144,6 @@ def _document(run: LandingRun, channel: str, config: LandingConfig) -> dict[str,
     return {"format": "ingest-toolkit/land/1", "channel": channel, "root": config.root,
             "source": run.route.description, "runs": [r.to_json() for r in run.results],
             "totals": _totals(run)}
-
-
-def _print_result(r: LandingResult) -> None:
-    rate = f"{r.events / r.duration_s:,.0f} events/s" if r.duration_s and r.events else "-"
-    where = "" if r.format == "parquet" or r.table_version is None else f" into {r.format} version {r.table_version}"
-    click.echo(f"landed {r.events:,} events ({r.redelivered:,} redelivered, already landed) from {r.channel!r}"
-               f"{where}: {r.files} files, {r.bytes:,} bytes, batch {r.batch_id or '-'}, {r.duration_s:.2f} s "
-               f"({rate}); backlog {r.backlog_after:,}")
 
 
 def _totals(run: LandingRun) -> dict[str, Any]:

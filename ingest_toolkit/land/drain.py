@@ -22,6 +22,7 @@ and what is left is what arrived during its last batches (the next run takes it)
 
 from __future__ import annotations
 
+import functools
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from .config import LandingConfig
 from .landing import LandingResult, before_take, land_once
+from .progress import QUIET, LandingProgress
 from .source import TakeSource
 from .tables import needs_spark, open_landed
 
@@ -39,7 +41,8 @@ __all__ = ["land_until_empty"]
 
 
 def land_until_empty(source: TakeSource, config: LandingConfig, spark: SparkSession | None, *,
-                     max_runs: int | None = None, overlap: bool = True) -> list[LandingResult]:
+                     max_runs: int | None = None, overlap: bool = True,
+                     report: LandingProgress = QUIET) -> list[LandingResult]:
     """Run landing batches until the committed backlog is zero (module docstring), or ``max_runs``
     batches ran. Nothing is taken when the channel is empty at the start.
 
@@ -50,30 +53,36 @@ def land_until_empty(source: TakeSource, config: LandingConfig, spark: SparkSess
     second batch only competes with it for the same two cores (measured on 200k events in batches
     of 25k: no gain, 0.8-1.1x), and two commits of one channel at once conflict: the loser writes
     its files again unless the two are serialised (``write_lock``). Every result carries the
-    ``temp_files_pending`` of the one recovery.
+    ``temp_files_pending`` of the one recovery. ``report`` hears of the backlog found, each
+    batch's phases and each completed batch, as they happen.
     """
     pending = _recover(source.name, config, spark)
-    results = _drain(source, config, spark, _Progress(max_runs, source.backlog()), overlap)
+    backlog = source.backlog()
+    report.backlog(backlog)
+    results = _drain(source, config, spark, _Progress(max_runs, backlog), overlap, report)
     return [replace(r, temp_files_pending=pending) for r in results]
 
 
 def _drain(source: TakeSource, config: LandingConfig, spark: SparkSession | None, progress: _Progress,
-           overlap: bool) -> list[LandingResult]:
+           overlap: bool, report: LandingProgress) -> list[LandingResult]:
     if not overlap or not needs_spark(config):
-        return _sequential(source, config, spark, progress)
+        return _sequential(source, config, spark, progress, report)
     results: list[LandingResult] = []
     write_lock = threading.Lock()
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="land") as pool:
-        pending: set[Future[LandingResult]] = set()
+        pending: dict[Future[LandingResult], int] = {}  # batch in flight -> its number
         error: Exception | None = None
         while True:
             while error is None and len(pending) < 2 and progress.more():
-                pending.add(pool.submit(land_once, source, config, spark, recover=False, write_lock=write_lock))
                 progress.started += 1
+                phases = functools.partial(report.batch_phase, progress.started)
+                pending[pool.submit(land_once, source, config, spark, recover=False, write_lock=write_lock,
+                                    on_phase=phases)] = progress.started
             if not pending:
                 break
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
+                number = pending.pop(future)
                 try:
                     result = future.result()
                 except Exception as err:  # keep the first; let the other batch finish
@@ -81,6 +90,7 @@ def _drain(source: TakeSource, config: LandingConfig, spark: SparkSession | None
                     continue
                 results.append(result)
                 progress.record(result)
+                report.batch_done(number, result)
     if error is not None:
         raise error
     return results
@@ -120,10 +130,12 @@ def _recover(channel: str, config: LandingConfig, spark: SparkSession | None) ->
 
 
 def _sequential(source: TakeSource, config: LandingConfig, spark: SparkSession | None,
-                progress: _Progress) -> list[LandingResult]:
+                progress: _Progress, report: LandingProgress) -> list[LandingResult]:
     results: list[LandingResult] = []
     while progress.more():
         progress.started += 1
-        results.append(land_once(source, config, spark, recover=False))
+        phases = functools.partial(report.batch_phase, progress.started)
+        results.append(land_once(source, config, spark, recover=False, on_phase=phases))
         progress.record(results[-1])
+        report.batch_done(progress.started, results[-1])
     return results

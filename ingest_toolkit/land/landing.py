@@ -27,7 +27,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -97,7 +97,8 @@ class _Written:
 
 
 def land_once(source: TakeSource, config: LandingConfig, spark: SparkSession | None, *, recover: bool = True,
-              write_lock: AbstractContextManager[Any] | None = None) -> LandingResult:
+              write_lock: AbstractContextManager[Any] | None = None,
+              on_phase: Callable[[str, int], None] | None = None) -> LandingResult:
     """Land one take transaction of ``source`` into the table of ``config.root`` and
     ``config.format``; see the module docstring. ``spark``: the session plain Parquet is written
     with (None for Delta and Iceberg, which need none).
@@ -105,14 +106,16 @@ def land_once(source: TakeSource, config: LandingConfig, spark: SparkSession | N
     Raises LandingError (the take rolled back, retrying is safe) on any failure. ``recover=False``
     and ``write_lock`` are for :func:`~ingest_toolkit.land.drain.land_until_empty`, which runs
     batches in two threads: it recovers once up front, and lets one Spark write run at a time.
+    ``on_phase(phase, taken)`` is told each phase the run enters (the progress ``land`` shows).
     """
     started = time.monotonic()
     channel = _checked_name(source.name)
-    run = _Run(channel, config)
+    run = _Run(channel, config, on_phase)
     run.table = run.guard("opening the table", lambda: open_landed(config, channel, spark, write_lock))
     pending = run.guard("recovering earlier runs", run.table.recover) if recover else 0
     with _gc_paused():
         take = run.guard("taking events", lambda: _open_take(source, config.max_events))
+    run.taken = len(take.columns)
     try:
         fault_point("after_take")
         with _gc_paused(), _lease_kept(take, config.lease_renewal_max_seconds):
@@ -139,9 +142,24 @@ def land_once(source: TakeSource, config: LandingConfig, spark: SparkSession | N
 
 
 class _Run:
-    def __init__(self, channel: str, config: LandingConfig) -> None:
-        self.channel, self.config, self.phase = channel, config, "starting"
+    def __init__(self, channel: str, config: LandingConfig, on_phase: Callable[[str, int], None] | None) -> None:
+        self.channel, self.config, self._on_phase = channel, config, on_phase
+        self._phase, self.taken = "starting", 0
         self.table: LandedTable
+
+    @property
+    def phase(self) -> str:
+        return self._phase
+
+    @phase.setter
+    def phase(self, phase: str) -> None:
+        """Every phase change is told to ``on_phase``; a failure there must not fail the batch."""
+        self._phase = phase
+        if self._on_phase is not None:
+            try:
+                self._on_phase(phase, self.taken)
+            except Exception:
+                log.exception("the progress display failed; the landing goes on")
 
     def guard(self, phase: str, step: Any) -> Any:
         self.phase = phase

@@ -21,18 +21,25 @@
 Anything else (an owner that is not an agent this configuration describes, a missing or
 untrustworthy ports file) is a ConfigError that names the fix: give ``--agent host:port`` or
 ``--ports-file``, or set ``[landing] agent``.
+
+A remote route carries the channel's :class:`Identity` when the landing's configuration knows it:
+the channel of the owner's configuration (3), or, for a configured agent (1), the channel that
+``[landing] agent_conf`` / ``channel_conf`` names when the landing's file (or ``--channel-conf``)
+sets one of them. Before anything is taken, the agent must serve the channel under that id
+(:func:`ingest_toolkit.land.run.land_channel`); another agent's channel of the same name is
+refused (:class:`~ingest_toolkit.collect.errors.WrongAgentError`), as ``send`` refuses it.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..agent_ports import endpoint, owner_port
+from ..agent_ports import endpoint, owner_port, shown
 from ..channel.lock import lock_holder
+from ..channel.tools.common import read_channel_id
 from ..channel_conf import NamedChannel, find_channel
 from ..errors import ConfigError
 from .config import LandingConfig
@@ -40,21 +47,33 @@ from .config import LandingConfig
 if TYPE_CHECKING:
     from ..collect.config import AgentConfig
 
-__all__ = ["Route", "ports_file_address", "resolve_route"]
+__all__ = ["Identity", "Route", "ports_file_address", "resolve_route"]
 
 _FIX = "give --agent host:port or --ports-file, or set [landing] agent (INGEST_LANDING__AGENT)"
 
 
 @dataclass(frozen=True)
+class Identity:
+    """The channel a remote route must reach: its id (``channel.id``, a UUID string), where the
+    configuration describes it, and its checkpoint directory (for messages)."""
+
+    channel_id: str
+    origin: str  # "conf/agent.toml [channels.events]"
+    checkpoint_dir: str
+
+
+@dataclass(frozen=True)
 class Route:
     """How one landing reaches channel ``channel``. ``settings`` (ChannelConfig fields) for an
-    in-process route, else None and ``config.agent`` is the agent to take through."""
+    in-process route, else None and ``config.agent`` is the agent to take through, which must
+    serve the channel ``identity`` names (None: nothing to check it against)."""
 
     channel: str
     config: LandingConfig
     settings: dict[str, Any] | None
     description: str  # "in-process (conf/agent.toml [channels.events])", "agent 127.0.0.1:7431 (...)"
     notice: str | None = None  # tell the user: an endpoint that was discovered, not configured
+    identity: Identity | None = None
 
     @property
     def remote(self) -> bool:
@@ -65,12 +84,29 @@ def resolve_route(config: LandingConfig, channel: str, named: NamedChannel | Non
     """The route of a landing of ``channel`` (module docstring). ``named``: the channel's settings
     when the caller has them (the Dagster definitions), else they are looked up from ``config``."""
     if config.agent:
-        return Route(channel, config, None, f"agent {config.agent}")
+        return Route(channel, config, None, f"agent {config.agent}", identity=_configured_identity(config, channel))
     named = named or _named_channel(config, channel)
     owner = lock_holder(str(named.settings["checkpoint_dir"]))
     if owner is None:
         return Route(channel, config, named.settings, f"in-process ({named.origin})")
     return _through_owner(config, channel, named, owner)
+
+
+def _configured_identity(config: LandingConfig, channel: str) -> Identity | None:
+    """The identity a configured agent must match: the channel ``agent_conf`` or ``channel_conf``
+    describes, when the landing's configuration sets one of them (a default names no agent)."""
+    if not {"agent_conf", "channel_conf"} & config.model_fields_set:
+        return None
+    try:
+        return _identity(_named_channel(config, channel))
+    except ConfigError:
+        return None  # the file does not describe this channel: nothing to compare with
+
+
+def _identity(named: NamedChannel) -> Identity | None:
+    checkpoint_dir = str(named.settings["checkpoint_dir"])
+    channel_id = read_channel_id(checkpoint_dir)[0]
+    return Identity(channel_id, named.origin, checkpoint_dir) if channel_id else None
 
 
 def _named_channel(config: LandingConfig, channel: str) -> NamedChannel:
@@ -102,8 +138,8 @@ def _through_owner(config: LandingConfig, channel: str, named: NamedChannel, own
     routed = config.model_copy(update={"agent": address, **_security(config, agent)})
     tls = " over TLS" if routed.agent_tls_ca or routed.agent_tls_cert else ""
     notice = (f"channel {channel!r} is owned by agent {agent.agent.name!r} (pid {owner}): landing through its "
-              f"gRPC endpoint {address}{tls} (port from {ports_path})")
-    return Route(channel, routed, None, f"agent {address} (pid {owner}, {ports_path})", notice)
+              f"gRPC endpoint {address}{tls} (port from {shown(ports_path)})")
+    return Route(channel, routed, None, f"agent {address} (pid {owner}, {ports_path})", notice, _identity(named))
 
 
 def _same_dir(a: str, b: str) -> bool:
@@ -122,11 +158,11 @@ def _security(config: LandingConfig, agent: AgentConfig) -> dict[str, Any]:
 
 
 def ports_file_address(path: Path) -> str:
-    """``127.0.0.1:<grpc port>`` from an agent's ports file (``land --ports-file``, like ``send``)."""
-    try:
-        port = json.loads(path.read_text())["grpc"]
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise ConfigError(f"--ports-file {path}: cannot read the gRPC port ({err})", key="ports_file") from None
+    """``127.0.0.1:<grpc port>`` from an agent's ports file (``land --ports-file``, read as ``send``
+    reads it: :func:`ingest_toolkit.collect.locate.read_ports_file`)."""
+    from ..collect.locate import read_ports_file
+
+    port = read_ports_file(path).get("grpc")
     if not isinstance(port, int):
         raise ConfigError(f"--ports-file {path}: the agent has no gRPC endpoint", key="ports_file")
     return f"127.0.0.1:{port}"

@@ -13,6 +13,12 @@
    an empty remote channel costs that start.
 4. The batches: one take transaction (``batches=1``), up to N, or until the channel is drained
    (``batches=None``: :func:`~ingest_toolkit.land.drain.land_until_empty`).
+
+Through an agent, the first status call (the backlog's) also checks that the agent serves the
+channel the route's :class:`~ingest_toolkit.land.route.Identity` names; another channel of the
+same name is refused with WrongAgentError before anything is taken. ``report`` hears of the
+backlog, each batch's phases and each completed batch as they happen (the progress ``land``
+shows; :mod:`ingest_toolkit.land.progress`).
 """
 
 from __future__ import annotations
@@ -22,16 +28,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..collect.errors import WrongAgentError
+from ..collect.locate import mismatch, same_id
 from ..errors import ChannelLockedError, ConfigError
 from .config import agent_client
 from .drain import land_until_empty
 from .landing import LandingResult
+from .progress import QUIET, LandingProgress
 from .route import Route
 from .source import InProcessSource, TakeSource
 from .tables import needs_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from ..rpc.client import AgentClient
 
 __all__ = ["LandingRun", "land_channel"]
 
@@ -62,11 +73,12 @@ class LandingRun:
 
 
 def land_channel(route: Route, start_spark: Callable[[], SparkSession | None], *, batches: int | None = 1,
-                 overlap: bool = False, token: str | None = None) -> LandingRun:
+                 overlap: bool = False, token: str | None = None, report: LandingProgress = QUIET) -> LandingRun:
     """Land channel ``route.channel`` (module docstring). ``batches``: take transactions at most
     (None: until drained); ``overlap``: two batches in flight; ``token``: the agent's bearer token
-    (default: the variable ``[landing] agent_token_env`` names). Raises LandingError or
-    ConfigError; batches that completed before a failure stay landed."""
+    (default: the variable ``[landing] agent_token_env`` names); ``report``: told of the progress.
+    Raises LandingError, ConfigError or WrongAgentError; batches that completed before a failure
+    stay landed."""
     if not needs_spark(route.config):
         start_spark = _no_spark
     if not route.remote:
@@ -74,8 +86,8 @@ def land_channel(route: Route, start_spark: Callable[[], SparkSession | None], *
             backlog = source.backlog()
             if backlog == 0:
                 return LandingRun(route, 0)
-            return LandingRun(route, backlog, _batches(route, source, start_spark(), batches, overlap))
-    return _land_remote(route, start_spark, batches, overlap, token)
+            return LandingRun(route, backlog, _batches(route, source, start_spark(), batches, overlap, report))
+    return _land_remote(route, start_spark, batches, overlap, token, report)
 
 
 def _no_spark() -> None:
@@ -83,29 +95,44 @@ def _no_spark() -> None:
 
 
 def _land_remote(route: Route, start_spark: Callable[[], SparkSession | None], batches: int | None, overlap: bool,
-                 token: str | None) -> LandingRun:
+                 token: str | None, report: LandingProgress) -> LandingRun:
     from ..rpc import FORK_HANDLERS_OFF
     from ..rpc.client import RemoteSource
 
-    backlog = _remote_backlog(route, token) if FORK_HANDLERS_OFF or not needs_spark(route.config) else None
+    backlog = None
+    if FORK_HANDLERS_OFF or not needs_spark(route.config):
+        with agent_client(route.config, token=token) as client:
+            backlog = _checked_backlog(route, client)
     if backlog == 0:
         return LandingRun(route, 0)
     spark = start_spark()  # before this process's gRPC channel for the takes (step 3)
     with agent_client(route.config, token=token) as client:
+        if backlog is None:
+            _checked_backlog(route, client)
         source = RemoteSource(client, route.channel, route.config.lease_seconds)
-        return LandingRun(route, backlog, _batches(route, source, spark, batches, overlap))
+        return LandingRun(route, backlog, _batches(route, source, spark, batches, overlap, report))
 
 
 def _batches(route: Route, source: TakeSource, spark: SparkSession | None, batches: int | None,
-             overlap: bool) -> list[LandingResult]:
-    return land_until_empty(source, route.config, spark, max_runs=batches, overlap=overlap and batches != 1)
+             overlap: bool, report: LandingProgress) -> list[LandingResult]:
+    return land_until_empty(source, route.config, spark, max_runs=batches, overlap=overlap and batches != 1,
+                            report=report)
 
 
-def _remote_backlog(route: Route, token: str | None) -> int:
-    from ..rpc.client import RemoteSource
-
-    with agent_client(route.config, token=token) as client:
-        return RemoteSource(client, route.channel).backlog()
+def _checked_backlog(route: Route, client: AgentClient) -> int:
+    """The channel's committed backlog, from the agent's status, after checking that the agent
+    serves the channel ``route.identity`` names (WrongAgentError otherwise; nothing taken)."""
+    status = client.status(route.channel)
+    identity = route.identity
+    if identity is not None and not same_id(str(status.get("channel_id")), identity.channel_id):
+        differs = mismatch(route.channel, identity.channel_id, str(status.get("channel_id")), identity.origin,
+                           identity.checkpoint_dir)
+        raise WrongAgentError(f"agent {route.config.agent} is not the one that runs {identity.origin}: {differs}; "
+                              "nothing was taken: take through that configuration's agent (leave out --agent, "
+                              "--ports-file and [landing] agent), or point [landing] agent_conf (or --channel-conf) "
+                              "at the configuration of the agent you mean",
+                              channel=route.channel, expected=identity.channel_id, served=status.get("channel_id"))
+    return int(status["queue_size"])
 
 
 @contextmanager

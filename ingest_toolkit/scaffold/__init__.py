@@ -171,7 +171,8 @@ def _next_steps(root: Path) -> list[str]:
     here = [] if root.resolve() == Path.cwd().resolve() else [f"cd {root}"]
     return [*here,
             "ingest-toolkit agent --conf conf/agent.toml &       # the agent: gRPC 127.0.0.1:7431, until SIGTERM",
-            "seq 1 1000 | ingest-toolkit send --ports-file var/agent/ports.json --channel events",
+            "seq 1 1000 | ingest-toolkit send --channel events  # to the agent of conf/agent.toml",
+            "ingest-toolkit status                              # the agent live (q quits)",
             "ingest-toolkit channel inspect --channel events    # what the channel holds",
             "pip install 'ingest-toolkit[spark]'                # the landing runs Spark (Java 17 on the PATH)",
             "ingest-toolkit land --channel events --drain       # Parquet under var/landing/events",

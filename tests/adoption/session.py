@@ -1,8 +1,8 @@
 """A new user's first session with the core install, driven through the command line.
 
 From an empty directory: ``init``, the agent from the generated configuration (its ports made
-ephemeral through ``INGEST_AGENT__*``), ``send`` of some lines, SIGTERM, and ``channel inspect``,
-which must show every event sent. ``cli`` is how the command is started: the installed
+ephemeral through ``INGEST_AGENT__*``), ``send`` of some lines (to that agent, found through its
+ports file), SIGTERM, and ``channel inspect``, which must show every event sent. ``cli`` is how the command is started: the installed
 ``ingest-toolkit`` script of a virtualenv, or ``python blocked_cli.py`` (the extras refused).
 """
 
@@ -57,7 +57,7 @@ def first_session(cli: list[str], workdir: Path, env: dict[str, str], *, events:
         ports = _wait_for_ports(workdir / "var" / "agent" / "ports.json", agent, log)
         assert ports["grpc"] != 7431 and ports["admin"] != 7432, ports  # the overrides were applied
         lines = "".join(f"event {i}\n" for i in range(events))
-        sent = run(cli, ["send", "--ports-file", "var/agent/ports.json", "--channel", "events", "--json"],
+        sent = run(cli, ["send", "--channel", "events", "--json"],  # the agent of conf/agent.toml
                    workdir, env, input=lines)
         assert json.loads(sent.stdout)["accepted"] == events, sent.stdout
         agent.send_signal(signal.SIGTERM)

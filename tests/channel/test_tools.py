@@ -137,7 +137,7 @@ def newest_segment(root: Path) -> Path:
 
 # -- inspect ------------------------------------------------------------------------------
 INSPECT_KEYS = {"format", "checkpoint_dir", "data_dirs", "channel_id", "owner", "checkpoint", "checkpoint_problem",
-                "logs", "log_files", "log_bytes", "problems", "backup"}
+                "logs", "log_files", "log_bytes", "problems", "backup", "live"}
 CHECKPOINT_KEYS = {"path", "checkpoint_id", "written_unix_ns", "age_seconds", "interval_seconds", "queue_size",
                    "inflight_takes", "inflight_puts", "capacity", "fill_percent", "last_seq", "backlog_age_seconds",
                    "oldest_commit_unix_ns", "log_position", "puts_committed", "takes_committed", "log_bytes",
@@ -164,6 +164,9 @@ def test_inspect_live_channel_before_and_after_a_checkpoint(tmp_path: Path) -> N
         tx.rollback()
         if os.path.exists("/proc/locks"):
             assert doc["owner"]["locked"] is True and doc["owner"]["holder"] == f"pid {os.getpid()}"
+            live = doc["live"]  # the figures are a checkpoint's: how old, and what shows them live
+            assert live["pid"] == os.getpid() and live["checkpoint_id"] == doc["checkpoint"]["checkpoint_id"]
+            assert live["live_command"].startswith("ingest-toolkit status --conf")
 
     assert set(doc) == INSPECT_KEYS and set(doc["checkpoint"]) == CHECKPOINT_KEYS
     assert all(set(log) == LOG_KEYS for log in doc["logs"])

@@ -47,9 +47,14 @@ def _cli(args: list[str], cwd: Path, env: dict[str, str | None] | None = None,
                           text=True, timeout=timeout, env=environ)
 
 
+_NOT_ERRORS = ("WARNING: Using incubator modules",  # the JVM's own notice, before any Spark code runs
+               "landing channel ",  # the command's first line: where it takes from
+               "Spark started in ")  # its progress when stderr is not a terminal
+
+
 def _error_lines(stderr: str) -> list[str]:
-    """stderr without the JVM's own start-up notice (printed by Java before any Spark code runs)."""
-    return [line for line in stderr.splitlines() if line and not line.startswith("WARNING: Using incubator modules")]
+    """stderr without the lines that are not about an error (:data:`_NOT_ERRORS`)."""
+    return [line for line in stderr.splitlines() if line and not line.startswith(_NOT_ERRORS)]
 
 
 def _landing_dir(tmp_path: Path, events: int = 50) -> Path:

@@ -191,7 +191,7 @@ def test_cli_lands_in_process_and_prints_json(tmp_path: Path, spark: SparkSessio
     result = CliRunner().invoke(main, ["land", "--conf", str(landing_toml), "--channel", "events",
                                        "--channel-conf", str(channel_toml), "--drain", "--json"])
     assert result.exit_code == 0, result.output
-    document = json.loads(result.output)
+    document = json.loads(result.stdout)  # stderr says where it takes from
     assert document["totals"]["events"] == 700
     assert sorted(r["events"] for r in document["runs"] if r["taken"]) == [100, 300, 300]
     assert document["totals"]["backlog_after"] == 0 and document["totals"]["files"] >= 3

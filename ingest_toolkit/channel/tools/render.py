@@ -21,7 +21,11 @@ __all__ = ["inspect_json", "print_incidents", "print_inspect", "print_repair", "
 
 
 # -- people -------------------------------------------------------------------------------
-def print_inspect(console: Console, report: InspectReport) -> None:
+def print_inspect(console: Console, report: InspectReport, *, live: str | None = None) -> None:
+    """The report; ``live``: a note printed first, for a channel a process owns right now (its
+    figures are a checkpoint's, not the current state: the note says how old, and where to look)."""
+    if live:
+        console.print(f"[bold yellow]{live}[/bold yellow]", highlight=False)
     summary = _kv_table("channel")
     summary.add_row("channel id", report.channel_id or "unknown (no channel.id)")
     summary.add_row("owner", _owner(report))
