@@ -2,8 +2,9 @@
 
 From an empty directory: ``init``, the agent from the generated configuration (its ports made
 ephemeral through ``INGEST_AGENT__*``), ``send`` of some lines (to that agent, found through its
-ports file), SIGTERM, and ``channel inspect``, which must show every event sent. ``cli`` is how the command is started: the installed
-``ingest-toolkit`` script of a virtualenv, or ``python blocked_cli.py`` (the extras refused).
+ports file), SIGTERM, and ``channel inspect``, which must show every event sent. ``cli`` is how
+the command is started: the installed ``ingest-toolkit`` script of a virtualenv, or ``python
+blocked_cli.py`` (the extras refused).
 """
 
 from __future__ import annotations
