@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from ..numbers import count
 from .backup import BackupState, write_backup
 from .checkpoint import CHECKPOINT_META, Snapshot, write_checkpoint
 from .format import pointer_log_id
@@ -166,7 +167,7 @@ class Checkpointer:
             directories.add(os.path.dirname(path))
         for directory in sorted(directories):
             self._fs.sync_dir(directory)
-        log.info("deleted %d drained log segments: %s", len(log_ids), log_ids)
+        log.info("deleted %s: %s", count(len(log_ids), "drained log segment"), log_ids)
         return log_ids
 
     # -- background ---------------------------------------------------------------------

@@ -29,6 +29,7 @@ import click
 from ..channel import EventColumns
 from ..cli_common import verbose_option
 from ..errors import ConfigError, IngestError, TransientError
+from ..numbers import count, number
 from .locate import AgentTarget, check_identity, find_agent, grpc_channel_ids, token_from_env
 from .send_progress import SendProgress
 
@@ -97,9 +98,9 @@ def send_command(files: tuple[Path, ...], conf_path: Path | None, address: str |
     if as_json:
         click.echo(json.dumps(counts, sort_keys=True))
     else:
-        click.echo(f"sent {counts['events']} events in {counts['batches']} batches: {counts['accepted']} accepted, "
-                   f"{counts['duplicate_batches']} duplicate batches ({counts['duplicate_events']} events "
-                   f"already stored)")
+        click.echo(f"sent {count(counts['events'], 'event')} in {count(counts['batches'], 'batch')}: "
+                   f"{number(counts['accepted'])} accepted, {count(counts['duplicate_batches'], 'duplicate batch')} "
+                   f"({count(counts['duplicate_events'], 'event')} already stored)")
 
 
 def _send(sender: _Sender, target: AgentTarget, channel: str | None, batches: Iterable[EventColumns],
@@ -117,7 +118,8 @@ def _send(sender: _Sender, target: AgentTarget, channel: str | None, batches: It
         except IngestError as err:
             counts = sender.counts
             raise click.ClickException(
-                f"{_explain(err, sender.address)} ({counts['batches']} batches, {counts['accepted']} events stored "
+                f"{_explain(err, sender.address)} ({count(counts['batches'], 'batch')}, "
+                f"{count(counts['accepted'], 'event')} stored "
                 f"before the failure; re-run with --batch-id {sender.prefix} to resume without duplicates)") from err
     return sender.counts
 

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from ..cli_common import stderr_is_terminal
+from ..numbers import count
 
 __all__ = ["LINE_EVERY", "SendProgress"]
 
@@ -74,4 +75,4 @@ class SendProgress:
     def _counts(self) -> str:
         seconds = time.monotonic() - self._started
         rate = f"{self.events / seconds:,.0f}" if seconds > 0 else "-"
-        return f"{self.events:,} events in {self.batches:,} batches acknowledged ({rate} events/s)"
+        return f"{count(self.events, 'event')} in {count(self.batches, 'batch')} acknowledged ({rate} events/s)"

@@ -13,6 +13,7 @@ from types import FrameType
 import click
 
 from ..errors import ConfigError
+from ..numbers import count
 from .cluster import HdfsClusterError, MiniHdfs
 from .control import PendingReply
 from .jars import cache_dir, fetch, hadoop_version
@@ -34,7 +35,7 @@ def fetch_command(with_s3: bool) -> None:
     started = time.monotonic()
     found = fetch(("hdfs", "s3") if with_s3 else ("hdfs",))
     for kind, jars in found.items():
-        click.echo(f"{kind}: {len(jars)} classpath entries (Hadoop {hadoop_version()})")
+        click.echo(f"{kind}: {count(len(jars), 'classpath entry')} (Hadoop {hadoop_version()})")
     click.echo(f"cache: {cache_dir()} ({time.monotonic() - started:.0f} s)")
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..cli_common import is_verbose, stderr_is_terminal, verbose_option
+from ..numbers import count
 from .config import LandingConfig, load_landing_config
 from .progress import LandingProgress, LineProgress, TerminalProgress
 from .route import Route, ports_file_address, resolve_route
@@ -111,7 +112,8 @@ def _report(run: LandingRun, config: LandingConfig, as_json: bool) -> None:
                    f"({run.route.description}){spark}")
     pending = run.temp_files_pending
     if pending:
-        click.echo(f"{pending} temporary file(s) of killed commits under {config.root}/{run.route.channel}/_manifests "
+        click.echo(f"{count(pending, 'temporary file')} of killed commits under "
+                   f"{config.root}/{run.route.channel}/_manifests "
                    f"kept: younger than staging_grace_seconds ({config.staging_grace_seconds:g} s); a later "
                    "landing removes them")
 

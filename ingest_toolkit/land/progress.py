@@ -31,6 +31,8 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from ..numbers import count
+
 if TYPE_CHECKING:
     from .landing import LandingResult
 
@@ -80,8 +82,9 @@ def batch_line(result: LandingResult) -> str:
     r = result
     rate = f"{r.events / r.duration_s:,.0f} events/s" if r.duration_s and r.events else "-"
     where = "" if r.format == "parquet" or r.table_version is None else f" into {r.format} version {r.table_version}"
-    return (f"landed {r.events:,} events ({r.redelivered:,} redelivered, already landed) from {r.channel!r}"
-            f"{where}: {r.files} files, {r.bytes:,} bytes, batch {r.batch_id or '-'}, {r.duration_s:.2f} s "
+    return (f"landed {count(r.events, 'event')} ({r.redelivered:,} redelivered, already landed) from {r.channel!r}"
+            f"{where}: {count(r.files, 'file')}, {count(r.bytes, 'byte')}, batch {r.batch_id or '-'}, "
+            f"{r.duration_s:.2f} s "
             f"({rate}); backlog {r.backlog_after:,}")
 
 

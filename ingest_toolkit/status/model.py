@@ -12,8 +12,11 @@ The rows (:class:`ChannelRow`, :class:`SinkRow`, :class:`SourceRow`) are what bo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from ..numbers import count
 
 __all__ = ["ChannelRow", "Reading", "SinkRow", "SourceRow", "channel_rows", "document", "sink_rows", "source_rows"]
 
@@ -125,8 +128,9 @@ def _sink_state(group: dict[str, Any], sink: dict[str, Any]) -> str:
     return "sending"
 
 
-_DETAIL = (("pending_files", "{:,} files pending"), ("lag_bytes", "{:,} bytes behind"),
-           ("requests", "{:,} requests"), ("command_pid", "command pid {}"))
+_DETAIL: tuple[tuple[str, Callable[[Any], str]], ...] = (
+    ("pending_files", lambda n: f"{count(n, 'file')} pending"), ("lag_bytes", lambda n: f"{count(n, 'byte')} behind"),
+    ("requests", lambda n: count(n, "request")), ("command_pid", lambda n: f"command pid {n}"))
 
 
 def source_rows(now: Reading) -> list[SourceRow]:
@@ -136,7 +140,7 @@ def source_rows(now: Reading) -> list[SourceRow]:
         state = "running" if running is True else "down" if running is False else "-"
         if "error" in s and running is None:
             state = f"stats failed: {s['error']}"
-        detail = ", ".join(fmt.format(s[key]) for key, fmt in _DETAIL if s.get(key) is not None)
+        detail = ", ".join(show(s[key]) for key, show in _DETAIL if s.get(key) is not None)
         rows.append(SourceRow(name, s.get("type"), state, s.get("errors"), s.get("retries"), detail))
     return rows
 

@@ -88,4 +88,4 @@ def test_the_readme_fleet_lands_every_event_once_from_both_aggregators(tmp_path:
     ids = table.column("event_id").to_pylist()
     assert len(set(ids)) == 20_000
     assert len({event_id.split("-")[0] for event_id in ids}) == 2, "both aggregators' channels landed events"
-    assert output.count("sent 10000 events") == 2, output
+    assert output.count("sent 10,000 events") == 2, output

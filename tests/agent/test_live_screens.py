@@ -70,7 +70,7 @@ def test_send_shows_its_progress_on_a_terminal(deployment: Deployment) -> None:
     child = _terminal(deployment, "send", str(big), "--channel", "events")
     child.expect(re.escape(f"sending to agent 'local' (pid {deployment.pid})"))
     child.expect(r"sending .*[\d,]+ events in [\d,]+ batches acknowledged \([\d,]+ events/s\)")
-    child.expect("sent 300000 events in 300 batches: 300000 accepted")
+    child.expect("sent 300,000 events in 300 batches: 300,000 accepted")
     assert _ended(child) == 0
 
 

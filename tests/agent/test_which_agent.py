@@ -49,7 +49,7 @@ def test_send_finds_the_configurations_agent_on_its_ephemeral_port(ours: Deploym
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines()[0] == (f"sending to agent 'local' (pid {ours.pid}) at {ours.grpc} "
                                              "(port from var/agent/ports.json)")
-    assert "sent 7 events in 1 batches: 7 accepted" in result.stdout
+    assert "sent 7 events in 1 batch: 7 accepted" in result.stdout
     assert ours.puts() == before + 7 and theirs.puts() == theirs_before
 
 

@@ -20,5 +20,5 @@ def test_a_line_every_interval_and_none_per_batch(monkeypatch: pytest.MonkeyPatc
         progress.acknowledged(1000, 8000)
         progress.note("batch send-1: AgentUnavailableError: ...; retrying in 0.2s")
     lines = capsys.readouterr().err.splitlines()
-    assert lines[0].startswith("sending: 1,000 events in 1 batches acknowledged (") and lines[0].endswith(" events/s)")
+    assert lines[0].startswith("sending: 1,000 events in 1 batch acknowledged (") and lines[0].endswith(" events/s)")
     assert lines[1] == "batch send-1: AgentUnavailableError: ...; retrying in 0.2s"

@@ -224,7 +224,7 @@ def test_the_land_command_reports_temporary_files_kept_by_recovery(capsys: pytes
     config = LandingConfig.build(root="/data/landing")
     _report(run, config, as_json=False)
     out = capsys.readouterr().out
-    assert "2 temporary file(s) of killed commits under file:///data/landing/events/_manifests kept" in out
+    assert "2 temporary files of killed commits under file:///data/landing/events/_manifests kept" in out
     assert "staging_grace_seconds (3600 s)" in out
     assert _document(run, "events", config)["totals"]["temp_files_pending"] == 2
     assert _document(LandingRun(run.route, 0), "events", config)["totals"]["temp_files_pending"] == 0

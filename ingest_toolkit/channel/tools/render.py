@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from ...numbers import count, number
 from .reports import inspect_json, repair_json, verify_json
 
 if TYPE_CHECKING:
@@ -64,14 +65,14 @@ def print_inspect(console: Console, report: InspectReport, *, live: str | None =
 
 def print_verify(console: Console, report: VerifyReport) -> None:
     where = f"checkpoint #{report.checkpoint_id}" if report.checkpoint_id else "no checkpoint"
-    console.print(f"verified {report.segments} segments, {where}; full replay: "
-                  f"{_opt(report.frames)} frames, {_opt(report.queue_size)} events queued")
+    console.print(f"verified {count(report.segments, 'segment')}, {where}; full replay: "
+                  f"{_opt(report.frames, 'frame')}, {_opt(report.queue_size, 'event')} queued")
     for note in report.notes:
         console.print(f"note: {note}")
     if report.ok:
         console.print("[green]OK[/green]: no problems found")
         return
-    table = Table(title=f"{len(report.findings)} problem(s) found")
+    table = Table(title=f"{count(len(report.findings), 'problem')} found")
     table.add_column("problem")
     table.add_column("details")
     for f in report.findings:
@@ -81,7 +82,7 @@ def print_verify(console: Console, report: VerifyReport) -> None:
 
 def print_repair(console: Console, report: RepairReport) -> None:
     if not report.changed:
-        console.print(f"[green]nothing to repair[/green]: {report.scanned} segments scanned, no damage found")
+        console.print(f"[green]nothing to repair[/green]: {count(report.scanned, 'segment')} scanned, no damage found")
         return
     table = Table(title=f"repair ({'dry run, nothing changed' if report.dry_run else 'applied'})")
     for name in ("file", "offset", "length", "action", "frames", "reason"):
@@ -94,7 +95,7 @@ def print_repair(console: Console, report: RepairReport) -> None:
     loose = [f"{e.seq}?" for e in report.unattributed if not e.already_taken]
     if loose:
         console.print(f"damaged PUT frames of no known transaction (possibly uncommitted): seq {', '.join(loose)}")
-    console.print(f"events lost: {report.events_lost}")
+    console.print(f"events lost: {number(report.events_lost)}")
     if report.dry_run:
         console.print("run again with --yes to apply; backups of every changed file are kept")
         return
@@ -102,7 +103,7 @@ def print_repair(console: Console, report: RepairReport) -> None:
         console.print(f"backup: {backup}")
     if report.checkpoint_removed:
         console.print("checkpoint.meta deleted: the next open rebuilds the state by a full replay")
-    console.print(f"full replay after the repair: OK, {report.queue_after} events queued")
+    console.print(f"full replay after the repair: OK, {_opt(report.queue_after, 'event')} queued")
 
 
 def _plan_rows(table: Table, plan: SegmentPlan) -> None:
@@ -128,11 +129,11 @@ def _piece_text(p: Piece) -> str:
 def _dropped_line(d: DroppedTxn, dry_run: bool) -> str:
     verb = "would be dropped" if dry_run else "dropped"
     if d.kind == "take":
-        count = "an unknown number of" if d.returned is None else str(d.returned)
-        return (f"take transaction {d.txn_id} {verb} ({d.cause}): {count} events it had taken go back to "
+        returned = "an unknown number of events" if d.returned is None else count(d.returned, "event")
+        return (f"take transaction {d.txn_id} {verb} ({d.cause}): {returned} it had taken go back to "
                 "the queue and will be delivered again")
     lost = [e for e in d.events if not e.already_taken]
-    text = f"put transaction {d.txn_id} {verb} ({d.cause}): {d.events_lost} events lost"
+    text = f"put transaction {d.txn_id} {verb} ({d.cause}): {count(d.events_lost, 'event')} lost"
     verified = [e.seq for e in lost if e.verified]
     damaged = [f"{e.seq}?" for e in lost if not e.verified]
     if verified:
@@ -198,8 +199,10 @@ def _owner(report: InspectReport) -> str:
     return f"running ({report.holder or 'unknown pid'})" if report.locked else "none (stopped)"
 
 
-def _opt(value: int | None) -> str:
-    return "-" if value is None else f"{value:,}"
+def _opt(value: int | None, noun: str | None = None) -> str:
+    if value is None:
+        return "-" if noun is None else f"- {noun}s"
+    return number(value) if noun is None else count(value, noun)
 
 
 def _size(n: int) -> str:
