@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -32,12 +33,16 @@ log = logging.getLogger("ingest_toolkit.collect.agent")
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
 
 
+_LEVEL_COLOURS = {"WARNING": "\x1b[33m", "ERROR": "\x1b[31m", "CRITICAL": "\x1b[31;1m", "DEBUG": "\x1b[2m"}
+
+
 class _StructuredFormatter(logging.Formatter):
-    """One line per record: JSON, or ``key=value`` pairs; ``extra={...}`` fields become keys."""
+    """One line per record: JSON, ``key=value`` pairs, or for a person at a terminal (``console``)
+    the local time, the level and the message, then the fields; ``extra={...}`` fields become keys."""
 
     def __init__(self, style: str) -> None:
         super().__init__()
-        self._json = style == "json"
+        self._json, self._console = style == "json", style == "console"
 
     def format(self, record: logging.LogRecord) -> str:
         fields: dict[str, Any] = {
@@ -49,7 +54,19 @@ class _StructuredFormatter(logging.Formatter):
             fields["exc"] = self.formatException(record.exc_info)
         if self._json:
             return json.dumps(fields, default=str)
+        if self._console:
+            return _console_line(record, fields)
         return " ".join(f"{k}={_kv(v)}" for k, v in fields.items())
+
+
+def _console_line(record: logging.LogRecord, fields: dict[str, Any]) -> str:
+    """``12:04:31 INFO    agent started  channels=events grpc=127.0.0.1:7431``; a trace below it."""
+    colour = _LEVEL_COLOURS.get(record.levelname, "")
+    level = f"{colour}{record.levelname:<7}\x1b[0m" if colour else f"{record.levelname:<7}"
+    extra = {k: v for k, v in fields.items() if k not in ("ts", "level", "logger", "msg", "exc")}
+    pairs = "  " + " ".join(f"{k}={_kv(v)}" for k, v in extra.items()) if extra else ""
+    line = f"{time.strftime('%H:%M:%S', time.localtime(record.created))} {level} {fields['msg']}{pairs}"
+    return f"{line}\n{fields['exc']}" if "exc" in fields else line
 
 
 def _kv(value: Any) -> str:
@@ -57,10 +74,19 @@ def _kv(value: Any) -> str:
     return json.dumps(text) if (not text or any(c in text for c in ' "=\n')) else text
 
 
+def log_style(style: str) -> str:
+    """The format ``auto`` stands for: ``console`` lines for a person when stderr is a terminal,
+    JSON lines for a pipe, a file or a service manager's journal (what log collectors parse)."""
+    if style != "auto":
+        return style
+    return "console" if sys.stderr.isatty() and os.environ.get("TERM") != "dumb" else "json"
+
+
 def configure_logging(level: str, style: str) -> None:
-    """Structured lines on stderr for the whole process (replaces earlier handlers)."""
+    """Structured lines on stderr for the whole process (replaces earlier handlers); ``style`` is
+    ``auto`` (:func:`log_style`), ``console``, ``json`` or ``kv``."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_StructuredFormatter(style))
+    handler.setFormatter(_StructuredFormatter(log_style(style)))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -127,11 +153,14 @@ def tune_gc_for_service() -> None:
               default=Path("conf/agent.toml"), show_default=True, help="Agent configuration (TOML).")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
               help="Overrides [agent] log_level.")
+@click.option("--log-format", type=click.Choice(["auto", "console", "json", "kv"]),
+              help="Overrides [agent] log_format: auto (the default) is console lines on a terminal, JSON lines "
+                   "otherwise.")
 @click.option("--check", is_flag=True, help="Validate the configuration and everything the start needs (directories "
               "writable, token variables set, TLS files readable, fixed ports free, exec programs found), print a "
               "summary and exit.")
 @verbose_option
-def agent_command(conf_path: Path, log_level: str | None, check: bool) -> None:
+def agent_command(conf_path: Path, log_level: str | None, log_format: str | None, check: bool) -> None:
     """Run the collection agent: channels, sources, gRPC and admin endpoints. Stops cleanly on
     SIGTERM/SIGINT (sources stopped, remote transactions rolled back, channels checkpointed)."""
     try:
@@ -144,7 +173,7 @@ def agent_command(conf_path: Path, log_level: str | None, check: bool) -> None:
                        f"sources {', '.join(config.sources) or '(none)'}; sinks {', '.join(config.sinks) or '(none)'}; "
                        "every directory writable, token variable set, TLS file and key readable, port free")
             return
-        configure_logging((log_level or config.agent.log_level).upper(), config.agent.log_format)
+        configure_logging((log_level or config.agent.log_level).upper(), log_format or config.agent.log_format)
         run_agent(config)
     except ConfigError as err:
         if err.key and err.key not in str(err):  # name the setting to fix

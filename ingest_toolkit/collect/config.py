@@ -82,7 +82,7 @@ class AgentSettings(_Frozen):
     state_dir: Path = Path("var/agent")  # source positions live in <state_dir>/sources/<name>
     ports_file: Path | None = None  # default <state_dir>/ports.json
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    log_format: Literal["json", "kv"] = "json"
+    log_format: Literal["auto", "console", "json", "kv"] = "auto"  # auto: console on a terminal, else json
     shutdown_timeout: float = Field(default=10.0, gt=0)  # per stage: sources, gRPC grace
     grpc: GrpcSettings = GrpcSettings()
     admin: AdminSettings = AdminSettings()
