@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ..manual import doc_uri
 
 if TYPE_CHECKING:
     from .settings import OrchestrationSettings
@@ -128,30 +129,19 @@ CHECKS: dict[str, CheckInfo] = dict([
           "No row of the hours built by this run was dropped by a discard_row contract (warning)."),
 ])
 SEVERITIES: dict[str, Severity] = {name: info.severity for name, info in CHECKS.items()}
-_LOCAL_RUNBOOK = Path(__file__).resolve().parents[2] / "docs" / "runbook.md"
-
-
-def _local_runbook() -> str:
-    """The runbook beside this code, relative to the working directory when it lies below it
-    (the code location runs from the project's root: ``docs/runbook.md``)."""
-    if not _LOCAL_RUNBOOK.exists():
-        return "docs/runbook.md"
-    try:
-        return str(_LOCAL_RUNBOOK.relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(_LOCAL_RUNBOOK)
-
-
 def runbook_ref(check: str, settings: OrchestrationSettings) -> str:
-    """Where the section of ``check`` is: ``<runbook_url>#<check>``, or the local runbook's path."""
-    base = settings.runbook_url or _local_runbook()
-    return f"{base}#{check}"
+    """Where the section of ``check`` is: ``<runbook_url>#<check>``, else the ``file://`` URL of the
+    runbook installed with the toolkit (:mod:`ingest_toolkit.manual`; a wheel ships it), never a
+    ``docs/`` path relative to a checkout the reader may not have."""
+    if settings.runbook_url:
+        return f"{settings.runbook_url}#{check}"
+    return doc_uri("runbook.md", check) or f"runbook.md#{check} (`ingest-toolkit docs runbook` prints where it is)"
 
 
-def runbook_value(check: str, settings: OrchestrationSettings) -> UrlValue | PathValue:
-    """A link to follow when the runbook is served (``runbook_url``), else a path to copy."""
+def runbook_value(check: str, settings: OrchestrationSettings) -> UrlValue | TextValue:
+    """A link to the check's section (never an empty one); text when no runbook is installed."""
     ref = runbook_ref(check, settings)
-    return UrlValue(ref) if settings.runbook_url else PathValue(ref)
+    return UrlValue(ref) if "://" in ref else TextValue(ref)
 
 
 def check_description(check: str, settings: OrchestrationSettings) -> str:

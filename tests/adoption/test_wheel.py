@@ -70,8 +70,11 @@ def _check_metadata(sdist: Path, wheel: Path) -> None:
             archive.read(entry_points).decode())
     for template in ("agent.toml", "landing.toml", "dagster.toml", "dagster.yaml"):
         assert f"ingest_toolkit/scaffold/conf/{template}" in names
+    for doc in ("runbook.md", "install.md", "agent.md", "img/check-failing.png"):  # what `docs` and the checks name
+        assert f"ingest_toolkit/docs/{doc}" in names, doc
     with tarfile.open(sdist) as archive:
         assert any(n.endswith("ingest_toolkit/scaffold/conf/agent.toml") for n in archive.getnames())
+        assert any(n.endswith("/docs/runbook.md") for n in archive.getnames())  # the wheel is built from it
 
 
 def _venv(where: Path, requirement: str) -> Path:
@@ -111,6 +114,8 @@ def test_the_wheel_with_only_the_core_runs_a_first_session_outside_the_checkout(
     where = subprocess.run([bin_dir / "python", "-c", "import ingest_toolkit; print(ingest_toolkit.__file__)"],
                            cwd=work, env=env, capture_output=True, text=True, check=True).stdout
     assert str(tmp_path / "venv") in where and str(REPO) not in where  # the installed copy, not the checkout
+    docs = run([str(bin_dir / "ingest-toolkit")], ["docs", "runbook"], work, env).stdout.strip()
+    assert docs.startswith(str(tmp_path / "venv")) and Path(docs).is_file(), docs  # shipped in the wheel
     for extra_only in ("pyspark", "pyarrow", "dagster", "airflow"):
         assert subprocess.run([bin_dir / "python", "-c", f"import {extra_only}"], cwd=work, env=env,
                               capture_output=True).returncode != 0, f"{extra_only} came with the core install"

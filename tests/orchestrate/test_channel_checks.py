@@ -309,16 +309,24 @@ def test_verdicts_are_plain_values(tmp_path: Path) -> None:
         assert json.loads(json.dumps(verdict.metadata))["runbook"] == verdict.runbook
 
 
-def test_the_runbook_link_is_relative_to_the_project_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The UI showed the runbook's absolute path on the machine that ran the code location; from
-    the project's root (where the code location runs) it is docs/runbook.md, elsewhere the full path."""
-    from ingest_toolkit.orchestrate.verdict import _LOCAL_RUNBOOK, runbook_ref
+def test_the_runbook_link_is_the_installed_runbook_wherever_the_code_runs(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without runbook_url the link was docs/runbook.md, relative to a checkout a wheel user does not
+    have (the UI showed an empty href): it is the file:// URL of the runbook installed with the toolkit,
+    the same from any directory; with runbook_url it is that page's section."""
+    from ingest_toolkit.manual import docs_dir
+    from ingest_toolkit.orchestrate.verdict import UrlValue, runbook_ref, runbook_value
 
     setup = make_setup(tmp_path)
-    monkeypatch.chdir(_LOCAL_RUNBOOK.parents[1])
-    assert runbook_ref("checkpoint_fresh", setup.settings) == "docs/runbook.md#checkpoint_fresh"
-    monkeypatch.chdir(tmp_path)
-    assert runbook_ref("checkpoint_fresh", setup.settings) == f"{_LOCAL_RUNBOOK}#checkpoint_fresh"
+    installed = docs_dir()
+    assert installed is not None
+    expected = f"{(installed / 'runbook.md').as_uri()}#checkpoint_fresh"
+    for where in (installed.parent, tmp_path):
+        monkeypatch.chdir(where)
+        assert runbook_ref("checkpoint_fresh", setup.settings) == expected
+        assert isinstance(runbook_value("checkpoint_fresh", setup.settings), UrlValue)
+    served = setup.settings.model_copy(update={"runbook_url": "https://wiki.example/runbook"})
+    assert runbook_value("checkpoint_fresh", served) == "https://wiki.example/runbook#checkpoint_fresh"
 
 
 def test_a_check_computes_only_its_part_of_the_channel_health(tmp_path: Path) -> None:
