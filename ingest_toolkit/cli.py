@@ -6,6 +6,7 @@ import importlib
 import json
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,30 +32,99 @@ from .cli_common import OneLineErrors, output_console, verbose_option
 from .errors import ConfigError
 from .extras import extra_for
 from .inspect_live import live_view
+from .manual import doc_uri, docs_dir
+from .numbers import count, number
 
 __all__ = ["main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@click.group(cls=OneLineErrors)
-@click.version_option(package_name="ingest-toolkit")
+# The commands in the order of the work (set up, collect, look, land, operate, learn), each with the
+# one line `--help` shows in full; a command missing here is listed after these, alphabetically.
+_COMMANDS: tuple[tuple[str, str], ...] = (
+    ("init", "Write a starting point here: conf/, a Dagster project, var/."),
+    ("agent", "Run the collection agent (channels, sources, gRPC)."),
+    ("send", "Send lines of files or stdin to the agent, one event each."),
+    ("status", "Show the agent live: backlog, rates, disk, sinks, sources."),
+    ("land", "Land committed events into a table ([spark] extra)."),
+    ("channel", "Inspect, verify, repair a channel; list its incidents."),
+    ("demo", "Put, replay and take events through a throwaway channel."),
+    ("docs", "Print where the installed documentation is."),
+    ("hdfs", "Run a local single-node HDFS to land into."),
+)
+_CHANNEL_COMMANDS: tuple[tuple[str, str], ...] = (
+    ("inspect", "Show the channel's state; safe while it runs."),
+    ("verify", "Check a stopped channel; exit code 1 on a problem."),
+    ("repair", "Quarantine damaged records of a stopped channel."),
+    ("incidents", "List what recovery and repairs cut from the log."),
+    ("acknowledge", "Mark incidents as handled (with a note)."),
+)
+
+
+class _WorkflowGroup(OneLineErrors):
+    """A group whose ``--help`` lists its commands in the order of :attr:`summaries`, each with
+    its whole one-line summary (click would cut the docstring's first sentence to fit)."""
+
+    summaries: tuple[tuple[str, str], ...] = ()
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        ordered = [name for name, _summary in self.summaries if name in self.commands]
+        return ordered + sorted(set(self.commands) - set(ordered))
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        super().add_command(cmd, name)
+        summary = dict(self.summaries).get(name or cmd.name or "")
+        if summary is not None:
+            cmd.short_help = summary
+
+
+class _Main(_WorkflowGroup):
+    summaries = _COMMANDS
+
+
+class _Channel(_WorkflowGroup):
+    summaries = _CHANNEL_COMMANDS
+
+
+_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 120}
+
+
+@click.group(cls=_Main, context_settings=_CONTEXT)
+@click.version_option(None, "-V", "--version", package_name="ingest-toolkit")
 def main() -> None:
-    """Durable batch ingestion: file channel, collectors, Spark landing."""
+    """Durable batch ingestion: file channel, collectors, Spark landing.
+
+    The usual order: init, agent, send, status, land; `ingest-toolkit docs` says where the
+    documentation is."""
+
+
+_DEMO_CONF = Path("conf/channel.toml")
 
 
 @main.command()
 @click.option("--conf", "conf_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=Path("conf/channel.toml"), show_default=True, help="Channel settings (TOML).")
+              help=f"Channel settings (TOML). Default: {_DEMO_CONF} when it exists, else a channel of the demo's "
+                   "own in a temporary directory, deleted afterwards (so it runs anywhere, e.g. after init).")
 @verbose_option
 @click.option("--events", default=200_000, show_default=True, help="Events to put and take.")
 @click.option("--batch", default=1000, show_default=True, help="Events per transaction.")
 @click.option("--event-size", default=256, show_default=True, help="Body size in bytes.")
 @click.option("--fresh/--keep", default=True, show_default=True,
               help="Start from empty channel directories.")
-def demo(conf_path: Path, events: int, batch: int, event_size: int, fresh: bool) -> None:
+def demo(conf_path: Path | None, events: int, batch: int, event_size: int, fresh: bool) -> None:
     """Put events through a durable channel, reopen it (replay), take them back in order."""
-    settings = load_channel_settings(conf_path)
+    if conf_path is None and not _DEMO_CONF.exists():
+        with tempfile.TemporaryDirectory(prefix="ingest-demo-") as scratch:
+            _demo({"checkpoint_dir": f"{scratch}/checkpoint", "data_dirs": [f"{scratch}/data"]},
+                  events, batch, event_size, fresh=False, conf_path=None)
+        return
+    conf_path = conf_path or _DEMO_CONF
+    _demo(load_channel_settings(conf_path), events, batch, event_size, fresh=fresh, conf_path=conf_path)
+
+
+def _demo(settings: dict[str, Any], events: int, batch: int, event_size: int, *, fresh: bool,
+          conf_path: Path | None) -> None:
     config = ChannelConfig.build(**settings)
     if fresh:
         for directory in (config.checkpoint_dir, *config.data_dirs):
@@ -64,7 +134,7 @@ def demo(conf_path: Path, events: int, batch: int, event_size: int, fresh: bool)
                                   "its own with --conf", key="checkpoint_dir")
         for directory in (config.checkpoint_dir, *config.data_dirs):
             shutil.rmtree(directory, ignore_errors=True)
-    table = Table(title=f"file channel demo ({events} events of {event_size} B, batches of {batch})")
+    table = Table(title=f"file channel demo ({count(events, 'event')} of {event_size} B, batches of {number(batch)})")
     for column in ("step", "events", "seconds", "events/s", "detail"):
         table.add_column(column, justify="right" if column != "step" else "left", no_wrap=column == "step")
 
@@ -72,7 +142,7 @@ def demo(conf_path: Path, events: int, batch: int, event_size: int, fresh: bool)
     channel = FileChannel(**settings)
     first_seq = _put_all(channel, events, batch, event_size)
     stats = channel.stats()
-    _row(table, "put (fsync per commit)", events, started, f"{stats['fsyncs']} fsyncs")
+    _row(table, "put (fsync per commit)", events, started, count(stats["fsyncs"], "fsync"))
     channel.close()
 
     start = read_checkpoint_meta(config.checkpoint_dir)  # what the reopen can recover from
@@ -82,15 +152,16 @@ def demo(conf_path: Path, events: int, batch: int, event_size: int, fresh: bool)
     how = ("full replay" if start is None or channel.checkpoint_problem is not None else
            f"checkpoint #{start.checkpoint_id}" + (" + replay" if replayed.frames else ", nothing to replay"))
     _row(table, f"reopen ({how})", len(channel), started,
-         f"{replayed.segments} segments, {replayed.frames:,} frames replayed")
+         f"{count(replayed.segments, 'segment')}, {count(replayed.frames, 'frame')} replayed")
 
     started = time.perf_counter()
     taken = _take_all(channel, batch, first_seq)
-    _row(table, "take (in order, verified)", taken, started, f"{len(channel)} left")
+    _row(table, "take (in order, verified)", taken, started, f"{number(len(channel))} left")
     channel.close()
     console = output_console()
     console.print(table)
-    console.print(f"channel directories: {config.checkpoint_dir}, {', '.join(config.data_dirs)}")
+    kept = "" if conf_path else " (a temporary channel: deleted now)"
+    console.print(f"channel directories: {config.checkpoint_dir}, {', '.join(config.data_dirs)}{kept}")
 
 
 def _put_all(channel: FileChannel, events: int, batch: int, event_size: int) -> int:
@@ -120,10 +191,33 @@ def _row(table: Table, step: str, n: int, started: float, detail: str) -> None:
     table.add_row(step, f"{n:,}", f"{seconds:.2f}", f"{n / seconds:,.0f}" if seconds else "-", detail)
 
 
+@main.command("docs")
+@click.argument("name", required=False)
+def docs_command(name: str | None) -> None:
+    """Print where the documentation installed with the toolkit is (the project has no website):
+    its directory and each document's title; with NAME (e.g. runbook), that document's path."""
+    place = docs_dir()
+    if place is None:
+        raise click.ClickException("this installation has no documentation (a wheel built without docs/): "
+                                   "reinstall from a wheel built from the repository or sdist")
+    if name is not None:
+        path = place / (name if name.endswith(".md") else f"{name}.md")
+        if not path.is_file():
+            raise click.ClickException(f"no document {path.name} in {place}; `ingest-toolkit docs` lists them")
+        click.echo(path)
+        return
+    click.echo(f"documentation: {place}")
+    for path in sorted(place.glob("*.md")):
+        title = next((line.lstrip("# ").strip() for line in path.read_text(encoding="utf-8").splitlines()
+                      if line.startswith("#")), "")
+        click.echo(f"  {path.name:<16} {title}")
+    click.echo(f"checks link to sections of {doc_uri('runbook.md')}")
+
+
 # -- operator tools -------------------------------------------------------------------------
 
 
-@main.group("channel")
+@main.group("channel", cls=_Channel)
 def channel_group() -> None:
     """Operator tools: inspect a live channel; verify or repair a stopped one."""
 
@@ -307,7 +401,7 @@ def channel_acknowledge(conf_path: Path | None, channel_name: str | None, checkp
     if as_json:
         _print_json({"acknowledged": done.incidents, "via": done.via})
         return
-    click.echo(f"acknowledged {len(done.incidents)} incident(s) through {done.via}: "
+    click.echo(f"acknowledged {count(len(done.incidents), 'incident')} through {done.via}: "
                f"{', '.join(str(i['id']) for i in done.incidents) or 'none was open'}")
 
 

@@ -197,7 +197,7 @@ def test_demo_table_piped_keeps_names_whole_and_names_the_reopen_for_what_it_was
 
 def test_land_is_listed_and_its_help_is_its_own_when_spark_is_installed() -> None:
     listing = CliRunner().invoke(main, ["--help"])
-    assert "land     Land committed events as Parquet (the [spark] extra)." in listing.output
+    assert "land     Land committed events into a table ([spark] extra)." in listing.output
     result = CliRunner().invoke(main, ["land", "--help"])
     assert result.exit_code == 0, result.output
     assert "Usage: main land [OPTIONS]" in result.output and "--drain" in result.output

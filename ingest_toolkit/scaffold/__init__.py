@@ -12,6 +12,9 @@ It also writes an empty Dagster project (``dg.toml`` and the package ``orchestra
 ingest_toolkit.dagster.IngestChannelComponent events`` adds the channel's instance to it and
 ``dg dev`` serves it, from DIR.
 
+It also writes a ``.gitignore`` (``var/``, the virtualenv, caches) and a ``pyproject.toml`` naming
+the toolkit with the extra the deployment uses, so DIR can be a repository of its own.
+
 It overwrites nothing: when any file it would write exists, it stops with one line naming it
 and writes nothing at all.
 """
@@ -25,6 +28,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import click
+
+from ..manual import docs_dir
+from .source import install_command
 
 __all__ = ["PROJECT_FILES", "SCAFFOLD_FILES", "Scaffold", "init_command", "plan_scaffold", "write_scaffold"]
 
@@ -64,9 +70,43 @@ def defs() -> dg.Definitions:
     return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
 """,
     "orchestration/defs/__init__.py": "",
+    ".gitignore": """\
+# What runs here writes under var/ (channels, spool, landed and curated tables, the Dagster instance's
+# runs and logs): state, not source. The virtualenv and Python's caches neither.
+/var/
+.venv/
+__pycache__/
+*.pyc
+.dagster/
+.tmp_dagster_home_*/
+.pytest_cache/
+.ruff_cache/
+.mypy_cache/
+""",
 }
+# The deployment's own package (its Dagster project), naming the toolkit and the extras it uses.
+_PYPROJECT = """\
+# This deployment: the Dagster project under orchestration/ and the toolkit it runs on.
+# ingest-toolkit is not on a package index: install it first from its wheel or checkout, e.g.
+#   {install}
+# then `pip install -e .` here (pip finds ingest-toolkit {version} installed). An edge host that only runs
+# the agent needs the core alone (no extra); the landing needs [spark], Dagster [dagster].
+[project]
+name = "ingest-deployment"
+version = "0.1.0"
+requires-python = ">=3.11"
+dependencies = ["ingest-toolkit[dagster]=={version}"]
+
+[build-system]
+requires = ["setuptools>=77"]
+build-backend = "setuptools.build_meta"
+
+[tool.setuptools]
+packages = ["orchestration", "orchestration.defs"]
+"""
 _HEADER = ("# Written by `ingest-toolkit init` (ingest-toolkit {version}). Paths are relative to the directory "
-           "holding conf/:\n# run every command from there.\n")
+           "holding conf/:\n# run every command from there. docs/<name>.md below is the documentation installed "
+           "with the toolkit:\n# {docs}\n")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,7 +147,9 @@ def _render(name: str, text: str) -> str:
         lines = body.splitlines(keepends=True)
         first = next(i for i, line in enumerate(lines) if not line.startswith("#"))
         body = _INSTANCE_INTRO + "".join(lines[first:])
-    return _HEADER.format(version=_package_version()) + body
+    docs = docs_dir()
+    where = f"{docs}/<name>.md (`ingest-toolkit docs` lists them)" if docs else "`ingest-toolkit docs` says where"
+    return _HEADER.format(version=_package_version(), docs=where) + body
 
 
 def _local(path: str) -> str | None:
@@ -138,6 +180,7 @@ def plan_scaffold(root: Path) -> Scaffold:
     """The files and directories ``init`` writes under ``root`` (nothing is written)."""
     files = {target: _render(source, _template(source)) for target, source in SCAFFOLD_FILES.items()}
     files.update(PROJECT_FILES)
+    files["pyproject.toml"] = _PYPROJECT.format(install=install_command("dagster"), version=_package_version())
     return Scaffold(root=root, files=files, directories=_named_directories(files))
 
 
@@ -168,18 +211,22 @@ def write_scaffold(scaffold: Scaffold) -> None:
 
 
 def _next_steps(root: Path) -> list[str]:
-    here = [] if root.resolve() == Path.cwd().resolve() else [f"cd {root}"]
-    return [*here,
-            "ingest-toolkit agent --conf conf/agent.toml &       # the agent: gRPC 127.0.0.1:7431, until SIGTERM",
-            "seq 1 1000 | ingest-toolkit send --channel events  # to the agent of conf/agent.toml",
-            "ingest-toolkit status                              # the agent live (q quits)",
-            "ingest-toolkit channel inspect --channel events    # what the channel holds",
-            "pip install 'ingest-toolkit[spark]'                # the landing runs Spark (Java 17 on the PATH)",
-            "ingest-toolkit land --channel events --drain       # Parquet under var/landing/events",
-            "pip install 'ingest-toolkit[dagster]'              # or land through Dagster, a component per channel:",
-            "dg scaffold defs ingest_toolkit.dagster.IngestChannelComponent events",
-            "DAGSTER_HOME=$PWD/var/dagster dg dev               # the UI: sensors, schedule, checks",
-            "kill %1                                            # stop the agent (SIGTERM)"]
+    """The commands to run next, each with what it does. The ``pip install`` lines name the wheel or
+    checkout this installation came from (the package is on no index: :mod:`.source`)."""
+    here = [] if root.resolve() == Path.cwd().resolve() else [("cd " + str(root), "")]
+    steps = [*here,
+             ("ingest-toolkit agent --conf conf/agent.toml &", "the agent: gRPC 127.0.0.1:7431, until SIGTERM"),
+             ("seq 1 1000 | ingest-toolkit send --channel events", "to the agent of conf/agent.toml"),
+             ("ingest-toolkit status", "the agent live (q quits)"),
+             ("ingest-toolkit channel inspect --channel events", "what the channel holds"),
+             (install_command("spark"), "the landing runs Spark (Java 17 on the PATH)"),
+             ("ingest-toolkit land --channel events --drain", "Parquet under var/landing/events"),
+             (install_command("dagster"), "or land through Dagster, a component per channel:"),
+             ("dg scaffold defs ingest_toolkit.dagster.IngestChannelComponent events", ""),
+             ("DAGSTER_HOME=$PWD/var/dagster dg dev", "the UI: sensors, schedule, checks"),
+             ("kill %1", "stop the agent (SIGTERM)"),
+             ("ingest-toolkit docs", "where the documentation is")]
+    return [f"{command:<50} # {what}" if what else command for command, what in steps]
 
 
 @click.command("init")

@@ -14,6 +14,7 @@ from ingest_toolkit.cli import main
 from ingest_toolkit.collect.config import load_agent_config
 from ingest_toolkit.land.config import load_landing_config
 from ingest_toolkit.scaffold import PROJECT_FILES, SCAFFOLD_FILES
+from ingest_toolkit.scaffold.source import install_command
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO / "ingest_toolkit" / "scaffold" / "conf"
@@ -55,7 +56,7 @@ def test_init_writes_the_shipped_settings_and_the_directories_they_name(tmp_path
         assert (root / target).read_text() == text, target
     assert tomllib.loads((root / "dg.toml").read_text())["project"]["root_module"] == "orchestration"
     assert f"cd {root}" in output and "ingest-toolkit agent --conf conf/agent.toml" in output
-    assert "pip install 'ingest-toolkit[spark]'" in output
+    assert install_command("spark") in output and "pip install 'ingest-toolkit[spark]'" not in output
 
 
 def test_the_generated_settings_load_from_the_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
