@@ -15,6 +15,13 @@ Values: ``queue_depth`` (events in the queue, those in open takes included), ``c
 lifetime ``puts_committed`` / ``takes_committed``. Constants (``capacity``) are text, so they
 are not plotted as flat lines. Everything is as of the last checkpoint (at most one
 ``checkpoint_interval`` old).
+
+Only what was read is recorded: an observation of a channel whose state could not be read (an
+agent not reachable yet, directories not created yet, no checkpoint yet) carries the reason as
+text and no number for what it did not read, so a plot starts at the first real reading instead
+of a flat line at zero from the moment ``dg dev`` started. Dagster's metadata numbers carry no
+unit, so the size is also recorded as text with one (``disk_use``: ``1.6 MB``) beside the exact
+``bytes_on_disk`` that the plot draws.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import dagster as dg
 from ingest_toolkit.channel.checkpoint import CheckpointInfo
 from ingest_toolkit.channel.tools.common import ChannelDirs, segments_of
 from ingest_toolkit.errors import IngestError
+from ingest_toolkit.numbers import byte_size, count
 from ingest_toolkit.orchestrate.remote import (
     AgentAccess,
     AgentState,
@@ -43,8 +51,11 @@ from .naming import channel_key, observer_sensor_name
 __all__ = ["build_channel_asset", "build_observer_sensor", "channel_observation", "observation_metadata"]
 
 
-def _disk(spec: ChannelSpec) -> tuple[int, int]:
-    """``(segments, bytes)`` of the channel's data directories (a segment deleted meanwhile counts 0)."""
+def _disk(spec: ChannelSpec) -> tuple[int, int] | None:
+    """``(segments, bytes)`` of the channel's data directories (a segment deleted meanwhile counts 0);
+    None when they do not exist (yet): nothing was read, so there is nothing to record."""
+    if not all(os.path.isdir(directory) for directory in spec.data_dirs):
+        return None
     segments = segments_of(ChannelDirs.of(spec.checkpoint_dir, list(spec.data_dirs)))
     total = 0
     for _log_id, path in segments:
@@ -56,12 +67,16 @@ def _disk(spec: ChannelSpec) -> tuple[int, int]:
 
 
 def observation_metadata(spec: ChannelSpec, info: CheckpointInfo | None, now_ns: int | None = None,
-                         disk: tuple[int, int] | None = None) -> dict[str, Any]:
+                         disk: tuple[int, int] | None = None, *, read_disk: bool = True) -> dict[str, Any]:
     """What one observation of the channel records (module docstring); ``disk``: segments and bytes
-    when they are not read here (a remote channel: the agent's count, the checkpoint's log bytes)."""
-    segments, size = disk if disk is not None else _disk(spec)
-    metadata: dict[str, Any] = {"segments": segments, "bytes_on_disk": size,
-                                "capacity": dg.MetadataValue.text(f"{spec.capacity:,}")}
+    when they are not read here (a remote channel: the agent's count, the checkpoint's log bytes);
+    ``read_disk=False``: they could not be read at all (not recorded)."""
+    if disk is None and read_disk:
+        disk = _disk(spec)
+    metadata: dict[str, Any] = {"capacity": dg.MetadataValue.text(f"{spec.capacity:,}")}
+    if disk is not None:
+        segments, size = disk
+        metadata.update(segments=segments, bytes_on_disk=size, disk_use=dg.MetadataValue.text(byte_size(size)))
     if info is None:
         return {**metadata, "checkpoint": dg.MetadataValue.text("none yet (the channel never checkpointed)")}
     backlog = max(0, info.queue_size - info.inflight_takes)
@@ -79,26 +94,29 @@ def channel_observation(spec: ChannelSpec, source: StateSource | None = None) ->
     is read (default: the directories); a remote observation records ``state_from``."""
     source = source or LocalState(spec.checkpoint_dir)
     disk: tuple[int, int] | None = None
+    read_disk = True
     now_ns: int | None = time.time_ns()
     try:
         info, agent_now = source.checkpoint()
         problem = None
         if isinstance(source, AgentState):
             now_ns = agent_now or now_ns
-            disk = (len(source.status().get("live", {}).get("log_files", {})), info.log_bytes if info else 0)
+            read_disk = info is not None  # the agent's checkpoint gives the bytes: none without one
+            disk = (len(source.status().get("live", {}).get("log_files", {})), info.log_bytes) if info else None
     except (IngestError, OSError) as err:
         info, problem = None, f"checkpoint.meta unreadable: {err}"
-        if isinstance(err, AgentUnreachable):
-            problem, disk = str(err), (0, 0)
-    metadata = observation_metadata(spec, info, now_ns, disk)
+        if isinstance(err, AgentUnreachable):  # nothing was read: no number is recorded
+            problem, read_disk = str(err), False
+    metadata = observation_metadata(spec, info, now_ns, disk, read_disk=read_disk)
     if problem:
         metadata["checkpoint"] = dg.MetadataValue.text(problem)
     if source.remote:
         metadata["state_from"] = dg.MetadataValue.text(source.where)
     summary = (f"channel {spec.node}: {problem or 'no checkpoint yet'}" if info is None else
-               f"channel {spec.node}: committed backlog {metadata['committed_backlog']:,} events, oldest "
+               f"channel {spec.node}: committed backlog {count(metadata['committed_backlog'], 'event')}, oldest "
                f"{metadata['oldest_event_age_seconds']:.0f} s old, checkpoint {info.checkpoint_id}, "
-               f"{metadata['segments']} segments, {metadata['bytes_on_disk']:,} bytes on disk")
+               f"{count(metadata.get('segments', 0), 'segment')}, "
+               f"{byte_size(metadata.get('bytes_on_disk', 0))} on disk")
     return dg.AssetObservation(asset_key=channel_key(spec.node), metadata=metadata), summary
 
 

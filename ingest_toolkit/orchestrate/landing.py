@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ..numbers import byte_size
 from .settings import ChannelSpec
 from .verdict import PathValue, TextValue
 
@@ -103,7 +104,7 @@ def landing_metadata(run: LandingRun, root: str, channel: str) -> dict[str, Any]
     last = results[-1] if results else None
     return {
         "events": sum(r.events for r in results), "taken": sum(r.taken for r in results),
-        "bytes": sum(r.bytes for r in results),
+        "bytes": sum(r.bytes for r in results), "size": TextValue(byte_size(sum(r.bytes for r in results))),
         "files": TextValue(sum(r.files for r in results)),
         "batch_id": (last.batch_id if last else None) or "", "batch_ids": [r.batch_id for r in results if r.batch_id],
         "take_transactions": TextValue(len(results)),

@@ -154,3 +154,74 @@ def test_a_remote_landing_root_starts_at_the_lookback_without_touching_it(tmp_pa
     keys = defs.resolve_assets_def(curated_key("events")).partitions_def.get_partition_keys()  # type: ignore[union-attr]
     assert keys[0] == pendulum.now("UTC").start_of("day").subtract(days=3).format("YYYY-MM-DD-HH:mm")
     assert "reads only local Parquet landing roots; hdfs://127.0.0.1:1/landing: starting 3 days back" in caplog.text
+
+
+def _numbers(observation: dg.AssetObservation) -> set[str]:
+    """The keys the asset page plots: numeric metadata."""
+    return {k for k, v in observation.metadata.items() if isinstance(v, (dg.IntMetadataValue, dg.FloatMetadataValue))}
+
+
+def test_an_observation_records_no_number_it_did_not_read(tmp_path: Path) -> None:
+    """When `dg dev` started, the channel's plots began with a flat line at zero: an agent not yet
+    reachable, or directories not yet created, were recorded as 0 segments and 0 bytes. What was
+    not read is not recorded (the reason is, as text); the first point is the first real reading."""
+    from ingest_toolkit.dagster.observations import channel_observation
+    from ingest_toolkit.orchestrate.remote import AgentAccess, AgentState
+
+    setup = make_setup(tmp_path)
+    unreachable = AgentState(setup.spec, AgentAccess("127.0.0.1:1", timeout=2.0))
+    observation, summary = channel_observation(setup.spec, unreachable)
+    assert _numbers(observation) == set(), observation.metadata
+    assert "127.0.0.1:1" in str(observation.metadata["checkpoint"].value) and "127.0.0.1:1" in summary
+    before_the_agent_ran, _summary = channel_observation(setup.spec)  # no directories yet
+    assert _numbers(before_the_agent_ran) == set(), before_the_agent_ran.metadata
+    channel = setup.open()
+    fill(channel, events_at(300, 0, size=200))
+    channel.close()
+    read, summary = channel_observation(setup.spec)
+    assert {"segments", "bytes_on_disk", "committed_backlog", "checkpoint_id"} <= _numbers(read)
+
+
+def test_sizes_are_shown_with_their_unit(tmp_path: Path) -> None:
+    """`bytes_on_disk 1647012` read as a raw number: Dagster's numbers have no unit, so the size is
+    also recorded as text with one, beside the exact number the plot draws."""
+    from ingest_toolkit.dagster.observations import channel_observation
+    from ingest_toolkit.numbers import byte_size
+
+    assert [byte_size(n) for n in (12, 1647012, 250_000_000, 3_200_000_000)] == [
+        "12 B", "1.6 MB", "250 MB", "3.2 GB"]
+    setup = make_setup(tmp_path)
+    channel = setup.open()
+    fill(channel, events_at(300, 0, size=200))
+    channel.close()
+    observation, summary = channel_observation(setup.spec)
+    size = observation.metadata["bytes_on_disk"].value
+    assert isinstance(observation.metadata["disk_use"], dg.TextMetadataValue)
+    assert observation.metadata["disk_use"].value == byte_size(int(size))  # type: ignore[arg-type]
+    assert summary.endswith(f"{byte_size(int(size))} on disk")  # type: ignore[arg-type]
+
+
+def test_each_check_links_its_runbook_section_with_a_real_href(tmp_path: Path) -> None:
+    """The runbook link of each check had an empty href in the UI (a docs/ path relative to a
+    checkout, shown as a path): with runbook_url empty it is the file:// URL of the runbook installed
+    with the toolkit, at the check's section."""
+    from ingest_toolkit.manual import docs_dir
+
+    setup = make_setup(tmp_path)
+    channel = setup.open()
+    fill(channel, events_at(10, 0))
+    channel.close()
+    defs = build_definitions(setup.settings, [setup.spec])
+    job = dg.define_asset_job("checks", selection=dg.AssetSelection.checks_for_assets(channel_key("events")))
+    defs = dg.Definitions.merge(defs, dg.Definitions(jobs=[job]))
+    with dg.instance_for_test() as instance:
+        result = defs.resolve_job_def("checks").execute_in_process(instance=instance, raise_on_error=False)
+    evaluations = result.get_asset_check_evaluations()
+    assert evaluations
+    installed = docs_dir()
+    assert installed is not None
+    for evaluation in evaluations:
+        link = evaluation.metadata["runbook"]
+        assert isinstance(link, dg.UrlMetadataValue), (evaluation.check_name, link)
+        assert link.url == f"{(installed / 'runbook.md').as_uri()}#{evaluation.check_name}"
+        assert (installed / "runbook.md").read_text().count(f"## {evaluation.check_name} ") == 1
