@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from ingest_toolkit.cli_common import output_console
 from ingest_toolkit.errors import IngestError
 from ingest_toolkit.extras import extra_for
+from ingest_toolkit.numbers import count
 
 try:
     from .demo_pipeline import Outcome, check_table, run_pipeline
@@ -89,7 +90,8 @@ def _run(args: argparse.Namespace, started: float) -> int:
     write_demo_conf(paths)
     use_demo_configuration(paths)
     instance_dir = prepare_instance(paths)
-    console.print(f"[bold]1.[/] everything in {paths.tree}; spool: {args.files} files x {args.lines} events")
+    console.print(f"[bold]1.[/] everything in {paths.tree}; spool: {count(args.files, 'file')} x "
+                  f"{count(args.lines, 'event')}")
     total = write_spool_files(paths.spool, args.files, args.lines)
     agent = Agent.start(paths, console)
     spark: SparkSession | None = None
@@ -130,8 +132,8 @@ def _use_cluster_replication(paths: DemoPaths, spark: SparkSession) -> None:
 
 def _report(paths: DemoPaths, outcome: Outcome, code: int | None, started: float) -> int:
     console.print(check_table(outcome.checks))
-    console.print(f"landed Parquet:  {outcome.landed_dir}  ({outcome.landed_events} events, "
-                  f"{outcome.landing_runs} landing run(s))")
+    console.print(f"landed Parquet:  {outcome.landed_dir}  ({count(outcome.landed_events, 'event')}, "
+                  f"{count(outcome.landing_runs, 'landing run')})")
     console.print(f"curated {outcome.curated_format}: {outcome.curated_dir}  (partitions "
                   f"{', '.join(outcome.partitions)})")
     if outcome.preview is not None:

@@ -19,6 +19,7 @@ from ingest_toolkit.dagster.curated import partition_keys_for_hours
 from ingest_toolkit.dagster.naming import (
     checks_job_name,
     curated_job_name,
+    curated_key,
     curated_op_name,
     landing_job_name,
     landing_op_name,
@@ -26,6 +27,7 @@ from ingest_toolkit.dagster.naming import (
 from ingest_toolkit.dagster.partitions import hourly_partitions
 from ingest_toolkit.land.config import LandingConfig
 from ingest_toolkit.land.storage import HadoopStorage, Location, local_path
+from ingest_toolkit.numbers import count, number
 from ingest_toolkit.orchestrate.curation import hour_of_landed_dir
 from ingest_toolkit.orchestrate.settings import ChannelSpec, OrchestrationSettings
 
@@ -88,9 +90,10 @@ def _land(defs: dg.Definitions, instance: dg.DagsterInstance, spec: ChannelSpec,
     meta = result.asset_materializations_for_node(landing_op_name(spec.name))[0].metadata
     outcome.landed_events += int(meta["events"].value)  # type: ignore[arg-type]
     outcome.landing_runs += 1
-    console.print(f"   landed channel {spec.name}: {meta['events'].value} events, {meta['files'].value} files, "
-                  f"{meta['take_transactions'].value} take(s) from {meta['source'].value}, "
-                  f"backlog after {meta['backlog_after'].value} (run {result.run_id[:8]})")
+    events, files, takes = (int(meta[key].value) for key in ("events", "files", "take_transactions"))  # type: ignore[arg-type]
+    console.print(f"   landed channel {spec.name}: {count(events, 'event')}, {count(files, 'file')}, "
+                  f"{count(takes, 'take')} from {meta['source'].value}, "
+                  f"backlog after {number(int(meta['backlog_after'].value))} (run {result.run_id[:8]})")  # type: ignore[arg-type]
 
 
 def _wait_for_checkpoint(spec: ChannelSpec, after_ns: int, timeout: float = 30.0) -> None:
@@ -134,14 +137,43 @@ def _curate(defs: dg.Definitions, instance: dg.DagsterInstance, spec: ChannelSpe
         result = job.execute_in_process(instance=instance, partition_key=key, run_config=_QUIET)
         meta = result.asset_materializations_for_node(curated_op_name(spec.name))[0].metadata
         added = meta["columns_added"].value
-        console.print(f"   curated {spec.name} partition {key}: {meta['rows'].value} rows, {meta['columns'].value} "
-                      f"typed columns" + (f" (new: {', '.join(added)})" if added else "")  # type: ignore[arg-type]
-                      + f", {meta['rescued_rows'].value} with rescued data")
+        rows, columns, rescued = (int(meta[k].value) for k in ("rows", "columns", "rescued_rows"))  # type: ignore[arg-type]
+        console.print(f"   curated {spec.name} partition {key}: {count(rows, 'row')}, {count(columns, 'typed column')}"
+                      + (f" (new: {', '.join(added)})" if added else "")  # type: ignore[arg-type]
+                      + f", {number(rescued)} with rescued data")
         outcome.partitions.append(key)
+    _curate_alike(defs, instance, spec, outcome.partitions, console)
     table = open_curated(settings.curated.for_channel(spec.name).table_format(landing.format), settings.curated_root,
                          spec.name, landing, _spark())
     outcome.curated_format = table.format
     outcome.preview = _preview(table)
+
+
+# Where a component instance would read or write other tables than the default ones.
+_OWN_TABLES = ("landing_conf", "landing_root", "table_format", "curated_root", "dagster_conf")
+
+
+def _curate_alike(defs: dg.Definitions, instance: dg.DagsterInstance, spec: ChannelSpec, keys: list[str],
+                  console: Console) -> None:
+    """The same hours for every other curated asset of the code location over the same tables (the
+    fleet's aggregator instance of channel ``events``, dagster_defs/defs/agg_a_events): the UI loads
+    those definitions too, and without it showed their hours as "missing" right after the demo
+    although their table is the one just curated. Building them again replaces the partitions with
+    the same rows."""
+    for key in defs.resolve_all_asset_keys():
+        origin = defs.resolve_assets_def(key).metadata_by_key[key].get("dagster/component_origin")
+        component = getattr(origin, "instance", None)
+        if (key == curated_key(spec.name) or not key.path[-1].endswith("_curated") or component is None
+                or getattr(component, "channel", None) != spec.name
+                or any(getattr(component, name, None) is not None for name in _OWN_TABLES)):
+            continue
+        node = key.path[-1].removesuffix("_curated")
+        job = defs.resolve_job_def(curated_job_name(node))
+        for partition in keys:
+            result = job.execute_in_process(instance=instance, partition_key=partition, run_config=_QUIET,
+                                            raise_on_error=False)
+            state = "built" if result.success else "FAILED (see its run in the UI)"
+            console.print(f"   curated {node} partition {partition} (the same table, another instance): {state}")
 
 
 def _preview(table: CuratedTable, rows: int = 3) -> Table | None:

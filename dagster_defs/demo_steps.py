@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import pendulum
 import tomlkit
 from rich.console import Console
 
@@ -200,12 +199,9 @@ def write_demo_conf(paths: DemoPaths) -> None:
     settings = _table(dagster, "dagster")
     settings.update(agent_conf=str(paths.agent_conf), landing_conf=str(paths.conf / "landing.toml"),
                     curated_root=paths.curated_root)
-    if str(settings.get("partitions_start", "auto")) == "auto":
-        # The demo's events are stamped from now on: its curated partitions start at this hour, so
-        # the UI shows no empty hour before them as missing (a deployment's auto start reaches
-        # partitions_lookback_days back for late data and history).
-        zone = str(settings.get("timezone", "UTC"))
-        settings["partitions_start"] = pendulum.now(zone).start_of("hour").format("YYYY-MM-DD-HH:mm")
+    # partitions_start stays "auto": the UI's definitions, loaded after the demo, start the curated
+    # partitions at the first landed hour (pinning the hour the demo started at listed that hour as
+    # missing when the events were put in the next one).
     (paths.conf / "dagster.toml").write_text(header.format(source) + tomlkit.dumps(dagster))
 
 

@@ -67,7 +67,7 @@ class PartitionsAttributes(dg.Model):
     start: str | None = _opt('"auto" (the earliest landed hour, or lookback_days back) or the first key, '
                              '"2026-11-01-00:00"')
     timezone: str | None = _opt("IANA time zone of the partition keys and the schedule; UTC has no odd DST keys")
-    lookback_days: int | None = _opt("auto: start at least this many days before today (late data, history)")
+    lookback_days: int | None = _opt("auto, nothing landed yet: start this many days before today (history)")
 
 
 class ContractAttributes(dg.Model):
@@ -224,7 +224,7 @@ def defs_yaml(type_name: str, channel: str, agent_conf: str = "conf/agent.toml",
         "  partitions:",
         line(f"    start: {d.partitions_start}", 'or the first hour of your data, "2026-11-01-00:00"'),
         line(f"    timezone: {d.timezone}", "IANA name; UTC has no odd keys on DST days"),
-        line(f"    lookback_days: {d.partitions_lookback_days}", "auto: start at least this many days back"),
+        line(f"    lookback_days: {d.partitions_lookback_days}", "auto, nothing landed yet: start this many days back"),
         "  # How the bodies become typed columns (docs/curation.md); unset, [dagster.curated] applies:",
         line("  # curated:"),
         line(f"  #   parser: {d.curated.parser}", "json | logfmt | regex (with pattern) | none"),

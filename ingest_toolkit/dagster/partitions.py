@@ -3,16 +3,17 @@
 A fixed, early ``partitions_start`` (it used to be ``2026-01-01-00:00``) made the UI show
 thousands of hours, all "missing" but the few with data, and offered them all in the backfill
 dialog. The default is now ``partitions_start = "auto"``: the first partition is the hour of the
-earliest landed data of the channel (its oldest landed hour, in any table format), or the start
-of the day ``partitions_lookback_days`` (default 3) before today in the partitions' time zone,
-whichever is earlier. The lookback keeps late data and a first deployment's recent history
-curatable when they land after the definitions loaded (an empty root then starts three days
-back, not at today). It is decided when the definitions load (the code server, and every run,
-which loads them again), so it moves back by itself when older data lands and the code location
-reloads; a landed hour before it is named in the curated sensor's skip reason and fails the
-ERROR check ``curated_covers_landed`` (hours, events, the start that covers them) until then. A
-date (``2026-11-01-00:00``) fixes the start instead, as a production deployment whose history is
-known would set it.
+earliest landed data of the channel (its oldest landed hour, in any table format), so no hour
+before the data is a partition the UI lists as missing (the lookback reaching back before it
+did: three days of "missing" hours before a first deployment's first landed hour). While nothing
+has landed, it is the start of the day ``partitions_lookback_days`` (default 3) before today in
+the partitions' time zone, so that a first deployment's recent history is curatable when it lands
+after the definitions loaded. It is decided when the definitions load (the code server, and every
+run, which loads them again), so it follows the data when the code location reloads; a landed
+hour before it (late data older than everything landed before) is named in the curated sensor's
+skip reason and fails the ERROR check ``curated_covers_landed`` (hours, events, the start that
+covers them) until then. A date (``2026-11-01-00:00``) fixes the start instead, as a production
+deployment whose history is known would set it.
 
 Time-window partitions (rather than dynamic ones added as data lands) keep what the time gives:
 every key is an hour that maps to a UTC window (half-hour zones and DST days included, see
@@ -56,10 +57,10 @@ def earliest_landed_hour(table: Location) -> pendulum.DateTime | None:
 
 def resolve_start(settings: OrchestrationSettings, landed: Location | None = None,
                   now: pendulum.DateTime | None = None, *, earliest: pendulum.DateTime | None = None) -> str:
-    """``partitions_start`` as a key: the configured date, or for ``auto`` the earlier of the
-    earliest landed hour of ``landed`` and the start of the day ``partitions_lookback_days``
-    before today, both in ``settings.timezone`` (``earliest``: the landed table's earliest hour,
-    when it was read otherwise)."""
+    """``partitions_start`` as a key: the configured date, or for ``auto`` the earliest landed hour
+    of ``landed``, or while nothing landed the start of the day ``partitions_lookback_days``
+    before today, in ``settings.timezone`` (``earliest``: the landed table's earliest hour, when
+    it was read otherwise)."""
     if settings.partitions_start != AUTO:
         return settings.partitions_start
     today = (now or pendulum.now(settings.timezone)).in_timezone(settings.timezone).start_of("day")
@@ -69,7 +70,7 @@ def resolve_start(settings: OrchestrationSettings, landed: Location | None = Non
             earliest = earliest_landed_hour(landed)
         except OSError as err:  # an unreachable landing root must not stop the definitions from loading
             log.warning("partitions_start = auto: cannot list %s (%s); starting at %s", landed.uri, err, floor)
-    start = floor if earliest is None else min(floor, earliest.in_timezone(settings.timezone).start_of("hour"))
+    start = floor if earliest is None else earliest.in_timezone(settings.timezone).start_of("hour")
     return start.format(_FORMAT)
 
 

@@ -89,7 +89,7 @@ class OrchestrationSettings(BaseModel):
     # Curated, hourly partitioned tables.
     timezone: str = "UTC"
     partitions_start: str = "auto"  # "auto": the earliest landed hour or lookback days ago; else "YYYY-MM-DD-HH:mm"
-    partitions_lookback_days: int = Field(3, ge=0, le=366)  # auto: at least this many days before today
+    partitions_lookback_days: int = Field(3, ge=0, le=366)  # auto, nothing landed yet: this many days before today
     curated_root: str = "var/curated"
     curated: CuratedSettings = Field(default_factory=CuratedSettings)  # parsers, schema, contract (curate.settings)
     # Landing runs: land_once calls per run (each one take transaction), stopping early when empty.

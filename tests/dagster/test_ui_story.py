@@ -102,6 +102,18 @@ def test_curated_partitions_start_where_the_landed_data_starts(tmp_path: Path) -
     assert resolve_start(fixed, locate(str(landed))) == "2026-11-01-00:00"
 
 
+def test_no_curated_partition_before_the_first_landed_hour(tmp_path: Path) -> None:
+    """A first deployment whose data began an hour ago showed the three days of the lookback before
+    it as "missing" partitions: once data has landed, the partitions start at its first hour."""
+    setup = make_setup(tmp_path)
+    first = pendulum.now("UTC").start_of("hour").subtract(hours=1)
+    landed = tmp_path / "landing" / "events" / f"event_date={first.format('YYYY-MM-DD')}"
+    (landed / f"event_hour={first.format('HH')}").mkdir(parents=True)
+    defs = build_definitions(setup.settings, [setup.spec])
+    keys = defs.resolve_assets_def(curated_key("events")).partitions_def.get_partition_keys()  # type: ignore[union-attr]
+    assert keys[0] == first.format("YYYY-MM-DD-HH:mm") and len(keys) in (2, 3), keys  # that hour to the current one
+
+
 def test_a_landed_hour_before_the_first_partition_is_named_by_the_curated_sensor(tmp_path: Path) -> None:
     """Older data that lands after the definitions loaded has no partition yet: said, not dropped."""
     setup = make_setup(tmp_path, partitions_start="2026-11-21-00:00")
