@@ -5,9 +5,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import shutil
-import tempfile
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,15 +13,11 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from .acknowledge import acknowledge
-from .channel import Event, FileChannel, tools
-from .channel.checkpoint import read_checkpoint_meta
-from .channel.config import ChannelConfig, load_channel_settings
+from .channel import tools
 from .channel.crypto import KeyChain, load_keyring
 from .channel.incidents import load_incidents
-from .channel.lock import lock_holder
 from .channel.tools import render
 from .channel.tools.common import PhaseProgress
 from .channel_conf import DEFAULT_AGENT_CONF, find_channel
@@ -32,8 +25,7 @@ from .cli_common import OneLineErrors, output_console, verbose_option
 from .errors import ConfigError
 from .extras import extra_for
 from .inspect_live import live_view
-from .manual import doc_uri, docs_dir
-from .numbers import count, number
+from .numbers import count
 
 __all__ = ["main"]
 
@@ -97,121 +89,6 @@ def main() -> None:
 
     The usual order: init, agent, send, status, land; `ingest-toolkit docs` says where the
     documentation is."""
-
-
-_DEMO_CONF = Path("conf/channel.toml")
-
-
-@main.command()
-@click.option("--conf", "conf_path", type=click.Path(dir_okay=False, path_type=Path),
-              help=f"Channel settings (TOML). Default: {_DEMO_CONF} when it exists, else a channel of the demo's "
-                   "own in a temporary directory, deleted afterwards (so it runs anywhere, e.g. after init).")
-@verbose_option
-@click.option("--events", default=200_000, show_default=True, help="Events to put and take.")
-@click.option("--batch", default=1000, show_default=True, help="Events per transaction.")
-@click.option("--event-size", default=256, show_default=True, help="Body size in bytes.")
-@click.option("--fresh/--keep", default=True, show_default=True,
-              help="Start from empty channel directories.")
-def demo(conf_path: Path | None, events: int, batch: int, event_size: int, fresh: bool) -> None:
-    """Put events through a durable channel, reopen it (replay), take them back in order."""
-    if conf_path is None and not _DEMO_CONF.exists():
-        with tempfile.TemporaryDirectory(prefix="ingest-demo-") as scratch:
-            _demo({"checkpoint_dir": f"{scratch}/checkpoint", "data_dirs": [f"{scratch}/data"]},
-                  events, batch, event_size, fresh=False, conf_path=None)
-        return
-    conf_path = conf_path or _DEMO_CONF
-    _demo(load_channel_settings(conf_path), events, batch, event_size, fresh=fresh, conf_path=conf_path)
-
-
-def _demo(settings: dict[str, Any], events: int, batch: int, event_size: int, *, fresh: bool,
-          conf_path: Path | None) -> None:
-    config = ChannelConfig.build(**settings)
-    if fresh:
-        for directory in (config.checkpoint_dir, *config.data_dirs):
-            if (holder := lock_holder(directory)) is not None:  # never delete a live process's channel
-                raise ConfigError(f"{directory} is in use by process {holder}: the demo deletes the channel of "
-                                  f"{conf_path} first (--fresh); stop that process, or give the demo a channel of "
-                                  "its own with --conf", key="checkpoint_dir")
-        for directory in (config.checkpoint_dir, *config.data_dirs):
-            shutil.rmtree(directory, ignore_errors=True)
-    table = Table(title=f"file channel demo ({count(events, 'event')} of {event_size} B, batches of {number(batch)})")
-    for column in ("step", "events", "seconds", "events/s", "detail"):
-        table.add_column(column, justify="right" if column != "step" else "left", no_wrap=column == "step")
-
-    started = time.perf_counter()
-    channel = FileChannel(**settings)
-    first_seq = _put_all(channel, events, batch, event_size)
-    stats = channel.stats()
-    _row(table, "put (fsync per commit)", events, started, count(stats["fsyncs"], "fsync"))
-    channel.close()
-
-    start = read_checkpoint_meta(config.checkpoint_dir)  # what the reopen can recover from
-    started = time.perf_counter()
-    channel = FileChannel(**settings)
-    replayed = channel.replay_stats
-    how = ("full replay" if start is None or channel.checkpoint_problem is not None else
-           f"checkpoint #{start.checkpoint_id}" + (" + replay" if replayed.frames else ", nothing to replay"))
-    _row(table, f"reopen ({how})", len(channel), started,
-         f"{count(replayed.segments, 'segment')}, {count(replayed.frames, 'frame')} replayed")
-
-    started = time.perf_counter()
-    taken = _take_all(channel, batch, first_seq)
-    _row(table, "take (in order, verified)", taken, started, f"{number(len(channel))} left")
-    channel.close()
-    console = output_console()
-    console.print(table)
-    kept = "" if conf_path else " (a temporary channel: deleted now)"
-    console.print(f"channel directories: {config.checkpoint_dir}, {', '.join(config.data_dirs)}{kept}")
-
-
-def _put_all(channel: FileChannel, events: int, batch: int, event_size: int) -> int:
-    body = os.urandom(event_size)
-    first_seq = 0
-    for start in range(0, events, batch):
-        with channel.transaction() as tx:
-            seqs = tx.put_many([Event(body, {}) for _ in range(min(batch, events - start))])
-            first_seq = first_seq or seqs[0]
-    return first_seq
-
-
-def _take_all(channel: FileChannel, batch: int, expected_seq: int) -> int:
-    taken = 0
-    while True:
-        with channel.transaction() as tx:
-            got = tx.take(batch)
-        if not got:
-            return taken
-        if any(e.seq != expected_seq + i for i, e in enumerate(got, taken)):
-            raise click.ClickException("events came back out of order")
-        taken += len(got)
-
-
-def _row(table: Table, step: str, n: int, started: float, detail: str) -> None:
-    seconds = time.perf_counter() - started
-    table.add_row(step, f"{n:,}", f"{seconds:.2f}", f"{n / seconds:,.0f}" if seconds else "-", detail)
-
-
-@main.command("docs")
-@click.argument("name", required=False)
-def docs_command(name: str | None) -> None:
-    """Print where the documentation installed with the toolkit is (the project has no website):
-    its directory and each document's title; with NAME (e.g. runbook), that document's path."""
-    place = docs_dir()
-    if place is None:
-        raise click.ClickException("this installation has no documentation (a wheel built without docs/): "
-                                   "reinstall from a wheel built from the repository or sdist")
-    if name is not None:
-        path = place / (name if name.endswith(".md") else f"{name}.md")
-        if not path.is_file():
-            raise click.ClickException(f"no document {path.name} in {place}; `ingest-toolkit docs` lists them")
-        click.echo(path)
-        return
-    click.echo(f"documentation: {place}")
-    for path in sorted(place.glob("*.md")):
-        title = next((line.lstrip("# ").strip() for line in path.read_text(encoding="utf-8").splitlines()
-                      if line.startswith("#")), "")
-        click.echo(f"  {path.name:<16} {title}")
-    click.echo(f"checks link to sections of {doc_uri('runbook.md')}")
 
 
 # -- operator tools -------------------------------------------------------------------------
@@ -427,9 +304,11 @@ class _ExtraCommand(click.Command):
 
 
 # Subsystem commands live beside their code; imported last so their modules may import this one.
+from .channel_demo import demo_command  # noqa: E402
 from .collect.cli import agent_command  # noqa: E402
 from .collect.send import send_command  # noqa: E402
 from .hdfs.cli import hdfs_command  # noqa: E402
+from .manual import docs_command  # noqa: E402
 from .scaffold import init_command  # noqa: E402
 from .status import status_command  # noqa: E402
 
@@ -439,6 +318,8 @@ main.add_command(send_command)
 main.add_command(status_command)
 main.add_command(_ExtraCommand("land", "ingest_toolkit.land.cli:land_command",
                                "Land committed events as Parquet (the [spark] extra)."))
+main.add_command(demo_command)
+main.add_command(docs_command)
 main.add_command(hdfs_command)
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["docs_dir", "doc_uri"]
+import click
+
+__all__ = ["doc_uri", "docs_command", "docs_dir"]
 
 _PACKAGE = Path(__file__).resolve().parent
 _PLACES = (_PACKAGE / "docs", _PACKAGE.parent / "docs")  # the wheel's copy, then a checkout's
@@ -28,3 +30,26 @@ def doc_uri(name: str, anchor: str | None = None) -> str | None:
     if place is None or not (place / name).is_file():
         return None
     return (place / name).as_uri() + (f"#{anchor}" if anchor else "")
+
+
+@click.command("docs")
+@click.argument("name", required=False)
+def docs_command(name: str | None) -> None:
+    """Print where the documentation installed with the toolkit is (the project has no website):
+    its directory and each document's title; with NAME (e.g. runbook), that document's path."""
+    place = docs_dir()
+    if place is None:
+        raise click.ClickException("this installation has no documentation (a wheel built without docs/): "
+                                   "reinstall from a wheel built from the repository or sdist")
+    if name is not None:
+        path = place / (name if name.endswith(".md") else f"{name}.md")
+        if not path.is_file():
+            raise click.ClickException(f"no document {path.name} in {place}; `ingest-toolkit docs` lists them")
+        click.echo(path)
+        return
+    click.echo(f"documentation: {place}")
+    for path in sorted(place.glob("*.md")):
+        title = next((line.lstrip("# ").strip() for line in path.read_text(encoding="utf-8").splitlines()
+                      if line.startswith("#")), "")
+        click.echo(f"  {path.name:<16} {title}")
+    click.echo(f"checks link to sections of {doc_uri('runbook.md')}")
