@@ -45,7 +45,7 @@ SCAFFOLD_FILES: dict[str, str] = {
 # The Dagster project (target -> content): no instance yet; `dg scaffold defs` adds one per channel.
 PROJECT_FILES: dict[str, str] = {
     "dg.toml": """\
-# The Dagster project of this directory, for `dg` (pip install 'ingest-toolkit[dagster]'). Its
+# The Dagster project of this directory, for `dg` (the [dagster] extra: pyproject.toml says how). Its
 # definitions are the component instances under orchestration/defs/, one per channel:
 #   dg scaffold defs ingest_toolkit.dagster.IngestChannelComponent events   (writes its defs.yaml)
 #   dg check defs                                                           (validates them)
