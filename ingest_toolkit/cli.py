@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from . import cli_env  # noqa: F401  (first: gRPC's log lines off before anything imports grpc)
 from .acknowledge import acknowledge
 from .channel import Event, FileChannel, tools
 from .channel.checkpoint import read_checkpoint_meta
