@@ -11,15 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
-from ingest_toolkit.channel import FileChannel
-from ingest_toolkit.channel.checkpoint import CHECKPOINT_META, decode_meta, encode_meta
-
-from ..orchestrate.helpers import events_at, fill, load_channel_specs
+from ..orchestrate.helpers import damage_channel, load_channel_specs
 from .conftest import DAGS
 from .helpers import airflow_setup, run_dag
 
@@ -38,40 +34,12 @@ with DAG(dag_id="damaged_channel", schedule=None, start_date=datetime(2026, 1, 1
 '''
 
 
-def _damage(conf: Path, saved: Path) -> list[str]:
-    """Drain the channel, copy its deleted segments back (orphaned) and raise one reference count
-    in checkpoint.meta (a mismatch); the names of the files copied back."""
-    spec = load_channel_specs(conf / "agent.toml")[0]
-    data_dir = spec.data_dirs[0]
-    channel = FileChannel(**spec.settings)
-    try:
-        fill(channel, events_at(600, 0, size=200))  # 64 KiB segments: several
-        shutil.copytree(data_dir, saved)
-        with channel.transaction() as tx:
-            tx.take(500)
-        channel.checkpoint()  # the drained segments are deleted after it
-    finally:
-        channel.close()
-    restored = sorted(n for n in os.listdir(saved) if n.startswith("log-") and not os.path.exists(
-        os.path.join(data_dir, n)))
-    for name in restored:
-        shutil.copy2(saved / name, os.path.join(data_dir, name))
-    path = os.path.join(spec.checkpoint_dir, CHECKPOINT_META)
-    with open(path, "rb") as f:
-        meta = decode_meta(f.read())
-    needed = max(k for k, v in meta.log_refcounts.items() if v)
-    meta.log_refcounts[needed] += 7
-    with open(path, "wb") as f:
-        f.write(encode_meta(meta))
-    return restored
-
-
 def test_a_failed_check_logs_its_details_and_pushes_its_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 airflow_db: Path, capfd: pytest.CaptureFixture[str],
                                                                 caplog: pytest.LogCaptureFixture) -> None:
     setup = airflow_setup(tmp_path, drained_log_grace_seconds=0)
     monkeypatch.setenv("INGEST_CONF_DIR", str(setup.conf))
-    restored = _damage(setup.conf, tmp_path / "saved")
+    restored = damage_channel(load_channel_specs(setup.conf / "agent.toml")[0], tmp_path / "saved")
     assert restored, "the drain should have deleted segments"
     (DAGS / "damaged_channel.py").write_text(_DAG)
     try:
