@@ -10,9 +10,9 @@ While it runs it shows its progress (:mod:`ingest_toolkit.land.progress`): on a 
 footer on stderr (the Spark start as a step of its own, then events landed of the backlog, rate,
 batches), otherwise one line per batch on stdout as each batch completes.
 
-Before the first take it checks what the run needs (:mod:`ingest_toolkit.land.preflight`: the
-landing root writable, Java and Spark, the agent, the channel) and takes nothing when a check
-fails; ``--check`` prints those checks and exits (0 when all passed, else 1).
+``--check`` checks what the run needs (:mod:`ingest_toolkit.land.preflight`: the landing root
+writable, Java and Spark, the agent, the channel), one line each, and exits (0 when all passed,
+else 1); a run makes each of these checks before its first take and takes nothing when one fails.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Before a landing takes anything: everything it would trip over later, found in seconds.
 
-``land --check`` prints these checks and exits; a normal ``land`` runs the same checks before its
-first take and refuses to take when one fails (:func:`ensure_ready`). An unwritable landing root
+``land --check`` prints these checks and exits. A normal ``land`` makes each of them before its
+first take and takes nothing when one fails: the root and the channel here (:func:`ensure_ready`),
+the others in the run, where they already came before any take (the Spark start, the agent's
+first status call). An unwritable landing root
 used to be found only when Spark wrote the batch: 20 s in, with the events taken, and an error
 naming a Hadoop ``_temporary`` path. Each check gives one line:
 
@@ -81,17 +83,19 @@ def verdict(checks: list[Check]) -> tuple[bool, str]:
 
 
 def ensure_ready(route: Route) -> list[Check]:
-    """The checks of a landing about to take, but the agent's: its first status call, before any
-    take, is that check (:mod:`.run`; gRPC waits until Spark started where its fork handlers are
-    on). A failure raises SparkStartError (Java, Spark) or PreflightError, naming each failed check."""
-    checks = landing_checks(route, agent=False)
+    """The checks a landing runs itself before its first take: the landing root and, in-process,
+    the channel (PreflightError naming each failed check). The others already come before any
+    take, in the run: Java and Spark are the Spark start's, which precedes the first take (and
+    an empty channel never starts Spark, so it needs neither); the agent's is the run's first
+    status call (:mod:`.run`; after the Spark start where gRPC's fork handlers are on)."""
+    checks = [root_check(route.config, route.channel)]
+    if not route.remote:
+        checks.append(channel_check(route))
     failed = [c for c in checks if c.status == "FAIL"]
-    if not failed:
-        return checks
-    if all(c.name in ("java", "spark") for c in failed):  # the Spark start's own error, found before it
-        raise SparkStartError("; ".join(c.detail for c in failed) + "; nothing was taken")
-    message = "; ".join(f"{c.name}: {c.detail}" for c in failed) + "; nothing was taken"
-    raise PreflightError(message, channel=route.channel, failed=[c.name for c in failed])
+    if failed:
+        message = "; ".join(f"{c.name}: {c.detail}" for c in failed) + "; nothing was taken"
+        raise PreflightError(message, channel=route.channel, failed=[c.name for c in failed])
+    return checks
 
 
 # -- the landing root ---------------------------------------------------------------------------
@@ -219,11 +223,16 @@ def agent_checks(route: Route, token: str | None, timeout: float = AGENT_TIMEOUT
 
 
 def in_process_checks(route: Route) -> list[Check]:
-    """No agent: the channel's checkpoint readable, its directories writable."""
+    """No agent: the channel is opened in-process (:func:`channel_check`)."""
+    agent = Check("agent", "skip", f"not needed: no process owns channel {route.channel!r}, it is opened in-process")
+    return [agent, channel_check(route)]
+
+
+def channel_check(route: Route) -> Check:
+    """A channel opened in-process: its checkpoint readable, its directories writable."""
     from ..channel.checkpoint import read_checkpoint_meta
 
     assert route.settings is not None
-    agent = Check("agent", "skip", f"not needed: no process owns channel {route.channel!r}, it is opened in-process")
     checkpoint_dir = str(route.settings["checkpoint_dir"])
     dirs = [checkpoint_dir, *(str(d) for d in route.settings.get("data_dirs", ()))]
     problems = [p for d in dirs if (p := writable_problem(Path(d))) is not None]
@@ -233,7 +242,7 @@ def in_process_checks(route: Route) -> list[Check]:
         problems.append(f"{checkpoint_dir}: checkpoint.meta cannot be read ({err})")
         info = None
     if problems:
-        return [agent, Check("channel", "FAIL", "; ".join(problems) + ": a landing in-process writes its takes "
-                                                "there; fix the permissions, or land through the agent (--agent)")]
+        return Check("channel", "FAIL", "; ".join(problems) + ": a landing in-process writes its takes there; "
+                                        "fix the permissions, or land through the agent (--agent)")
     state = f"{info.queue_size:,} events queued at checkpoint #{info.checkpoint_id}" if info else "no checkpoint yet"
-    return [agent, Check("channel", "ok", f"{route.description}: {state}; its directories are writable")]
+    return Check("channel", "ok", f"{route.description}: {state}; its directories are writable")
