@@ -59,7 +59,7 @@ __all__ = ["land_command"]
               "zero (two batches in flight; see docs/landing.md for when it stops while producers add events).")
 @click.option("--check", is_flag=True, help="Check in seconds what the landing needs (the root writable, Java and "
               "Spark usable, the agent reachable, the channel readable), print one line per check and exit; "
-              "nothing is taken and Spark is not started. A landing runs the same checks before its first take.")
+              "nothing is taken and Spark is not started. A landing makes each check before its first take.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON document.")
 @verbose_option
 def land_command(conf_path: Path, channel: str, max_events: int | None, table_format: str | None,

@@ -18,8 +18,9 @@ naming a Hadoop ``_temporary`` path. Each check gives one line:
   server answers on its port. No Spark session is started.
 * **agent**: the agent the landing would take through (:mod:`.route`) answers a status call,
   within :data:`AGENT_TIMEOUT`, and serves the channel the configuration describes.
-* **channel**: its committed backlog as the agent reports it; in-process, its
-  ``checkpoint.meta`` is readable and its directories writable (a take writes to its log).
+* **channel**: its committed backlog as the agent reports it; in-process, its directories are
+  writable (a take writes to its log) and what its ``checkpoint.meta`` says (one that cannot be
+  read is noted, not failed: opening the channel recovers from a backup or the log).
 """
 
 from __future__ import annotations
@@ -236,13 +237,14 @@ def channel_check(route: Route) -> Check:
     checkpoint_dir = str(route.settings["checkpoint_dir"])
     dirs = [checkpoint_dir, *(str(d) for d in route.settings.get("data_dirs", ()))]
     problems = [p for d in dirs if (p := writable_problem(Path(d))) is not None]
-    try:
-        info = read_checkpoint_meta(checkpoint_dir)
-    except (IngestError, OSError) as err:
-        problems.append(f"{checkpoint_dir}: checkpoint.meta cannot be read ({err})")
-        info = None
     if problems:
         return Check("channel", "FAIL", "; ".join(problems) + ": a landing in-process writes its takes there; "
                                         "fix the permissions, or land through the agent (--agent)")
-    state = f"{info.queue_size:,} events queued at checkpoint #{info.checkpoint_id}" if info else "no checkpoint yet"
+    try:
+        info = read_checkpoint_meta(checkpoint_dir)
+    except (IngestError, OSError) as err:  # not a failure: the open recovers (a backup, a full replay)
+        state = f"checkpoint.meta cannot be read ({err}), the open will recover from the log"
+    else:
+        state = f"{info.queue_size:,} events queued at checkpoint #{info.checkpoint_id}" if info else \
+            "no checkpoint yet"
     return Check("channel", "ok", f"{route.description}: {state}; its directories are writable")
