@@ -87,7 +87,8 @@ class IngestAgentHook(BaseHook):
             status = _status(address, token, overrides, channel)
         except IngestError as err:
             return False, _refused(address, channel, err)
-        return True, _served(address, channel, status, token is not None, "agent_tls_ca" in overrides)
+        tls = any(key in overrides for key in ("agent_tls_ca", "agent_tls_cert"))  # either turns TLS on
+        return True, _served(address, channel, status, token is not None, tls)
 
     def _channel(self) -> str:
         extra = self.get_connection(self.ingest_agent_conn_id).extra_dejson
