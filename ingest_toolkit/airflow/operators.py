@@ -91,10 +91,18 @@ class LandChannelOperator(_ChannelOperator):
         result: dict[str, Any] = plain(landing_metadata(run, job.landing.root, self.channel))
         asset = landed_asset(self.channel)
         if any(outlet == asset for outlet in self.outlets):
-            context["outlet_events"][asset].extra = {
-                key: result[key] for key in ("events", "partitions", "batch_ids", "root", "backlog_after", "format",
-                                             "table_uri", "table_version", "batch_number")}
+            context["outlet_events"][asset].extra = _landed_event(result)
         return result
+
+
+def _landed_event(result: dict[str, Any]) -> dict[str, Any]:
+    """The extra of a landing's asset event: what the run made final in the table. ``events``
+    counts the batches it completed: the events it wrote, and those of a batch an earlier, failed
+    landing wrote but could not commit the take of (``redelivered``: the table held them already,
+    this run committed their take; no asset event was emitted for them before)."""
+    return {"events": result["events"] + result["redelivered"], "written": result["events"],
+            **{key: result[key] for key in ("redelivered", "partitions", "batch_ids", "root", "backlog_after",
+                                            "format", "table_uri", "table_version", "batch_number")}}
 
 
 class CurateHourOperator(_ChannelOperator):
