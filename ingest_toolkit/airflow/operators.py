@@ -252,7 +252,9 @@ class ChannelCheckOperator(_ChannelOperator):
             self.log.warning("%s", line)
         if verdict.severity == Severity.WARN:
             return outcome
-        context["ti"].xcom_push(key=XCOM_RETURN_KEY, value=outcome)  # a failed task returns nothing
+        ti = context.get("ti")  # absent when execute() is called outside a task run
+        if ti is not None:
+            ti.xcom_push(key=XCOM_RETURN_KEY, value=outcome)  # a failed task returns nothing
         raise CheckFailedError(verdict)
 
 
