@@ -14,6 +14,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from . import cli_env  # noqa: F401  (first: gRPC's log lines off before anything imports grpc)
 from .acknowledge import acknowledge
 from .channel import tools
 from .channel.crypto import KeyChain, load_keyring

@@ -56,6 +56,7 @@ Each stage keeps its own errors in one module, under the same root::
     ├── LandingError                       land.errors: a landing run failed (the take rolled back)
     │   └── CommitConflict                 another landing committed some of the same events
     ├── SparkStartError                    land.errors: no usable Java or Spark
+    ├── PreflightError                     land.errors: a check before the first take failed (nothing taken)
     ├── TransientError
     │   └── MaintenanceConflict            land.errors: a table's compaction kept losing to landings' commits
     ├── AgentUnreachable                   orchestrate.remote: an agent did not serve a channel's state

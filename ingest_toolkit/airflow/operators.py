@@ -13,8 +13,11 @@ end (:func:`~ingest_toolkit.orchestrate.spark.task_spark`).
   create`` rebuilds hours idempotently. Outlet: the curated asset.
 * :class:`ChannelCheckOperator`: one check of :data:`~ingest_toolkit.orchestrate.CHECKS`; an
   ERROR verdict fails the task (no retry: :class:`CheckFailedError`), a WARN verdict logs a
-  warning and the task succeeds. With ``landing_task_id``, ``landed_reconciles`` of a Delta or
-  Iceberg table also checks that the table carries the batch that task's landing committed.
+  warning and the task succeeds. A failed check logs its details, one line per metadata key
+  (``orphaned``, ``mismatches``, ``damaged``, ...: what the runbook tells on-call to read), and
+  its XCom is the verdict either way (a failing task pushes it before it raises). With
+  ``landing_task_id``, ``landed_reconciles`` of a Delta or Iceberg table also checks that the
+  table carries the batch that task's landing committed.
 * :class:`MaintainTableOperator`: compaction and retention of a Delta or Iceberg landed table
   (:func:`~ingest_toolkit.orchestrate.maintenance.maintain`).
 
@@ -24,6 +27,7 @@ Every operator takes ``table_format`` (``parquet``, ``delta``, ``iceberg``) to o
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -46,6 +50,7 @@ from .task import ChannelTask, plain
 __all__ = ["CHANNEL_CHECKS", "CURATED_CHECKS", "LANDED_CHECKS", "ChannelCheckOperator", "CheckFailedError",
            "CurateHourOperator", "LandChannelOperator", "MaintainTableOperator"]
 
+XCOM_RETURN_KEY = "return_value"  # Airflow's key of a task's return value: the verdict's, failed or not
 CHANNEL_CHECKS = [name for name, info in CHECKS.items() if info.target == "channel"]
 LANDED_CHECKS = [name for name, info in CHECKS.items() if info.target == "landed"]
 CURATED_CHECKS = [name for name, info in CHECKS.items() if info.target == "curated"]
@@ -86,10 +91,18 @@ class LandChannelOperator(_ChannelOperator):
         result: dict[str, Any] = plain(landing_metadata(run, job.landing.root, self.channel))
         asset = landed_asset(self.channel)
         if any(outlet == asset for outlet in self.outlets):
-            context["outlet_events"][asset].extra = {
-                key: result[key] for key in ("events", "partitions", "batch_ids", "root", "backlog_after", "format",
-                                             "table_uri", "table_version", "batch_number")}
+            context["outlet_events"][asset].extra = _landed_event(result)
         return result
+
+
+def _landed_event(result: dict[str, Any]) -> dict[str, Any]:
+    """The extra of a landing's asset event: what the run made final in the table. ``events``
+    counts the batches it completed: the events it wrote, and those of a batch an earlier, failed
+    landing wrote but could not commit the take of (``redelivered``: the table held them already,
+    this run committed their take; no asset event was emitted for them before)."""
+    return {"events": result["events"] + result["redelivered"], "written": result["events"],
+            **{key: result[key] for key in ("redelivered", "partitions", "batch_ids", "root", "backlog_after",
+                                            "format", "table_uri", "table_version", "batch_number")}}
 
 
 class CurateHourOperator(_ChannelOperator):
@@ -231,12 +244,26 @@ class ChannelCheckOperator(_ChannelOperator):
                                          "metadata": verdict.metadata})
         if verdict.passed:
             self.log.info("check %s passed: %s", verdict.check, verdict.description)
-        elif verdict.severity == Severity.WARN:
+            return outcome
+        if verdict.severity == Severity.WARN:
             self.log.warning("check %s failed (WARN, the task succeeds): %s; runbook: %s", verdict.check,
                              verdict.description, verdict.runbook)
-        else:
-            raise CheckFailedError(verdict)
-        return outcome
+        for line in detail_lines(outcome["metadata"]):  # what the runbook tells on-call to read
+            self.log.warning("%s", line)
+        if verdict.severity == Severity.WARN:
+            return outcome
+        ti = context.get("ti")  # absent when execute() is called outside a task run
+        if ti is not None:
+            ti.xcom_push(key=XCOM_RETURN_KEY, value=outcome)  # a failed task returns nothing
+        raise CheckFailedError(verdict)
+
+
+def detail_lines(metadata: dict[str, Any]) -> list[str]:
+    """The verdict's details as log lines, one per metadata key (``orphaned: ["/data/log-3", ...]``,
+    ``mismatches: {"log-7": {"recorded": 12, "recounted": 5}}``): lists and mappings as JSON on
+    their line, so each reads whole in the task log and greps by its key."""
+    return [f"{key}: {value if isinstance(value, str) else json.dumps(value, sort_keys=True)}"
+            for key, value in metadata.items()]
 
 
 class MaintainTableOperator(_ChannelOperator):

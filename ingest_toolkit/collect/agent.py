@@ -7,7 +7,9 @@ Start order (everything that can fail on bad settings is checked before anything
    state directory is locked (one agent per state dir);
 2. every channel is opened (each locks its directories: a second agent gets ChannelLockedError);
 3. sources are built, each with its own pipeline (interceptors, selector) and state directory;
-4. the gRPC server starts, then the sources, then the admin endpoint;
+4. the admin endpoint binds its port (it serves once everything runs), the gRPC server starts,
+   then the sources and the sink groups, then the admin endpoint serves: a port taken after the
+   preflight (by a process that was quicker) fails the start before any source has started;
 5. the ports file is written atomically, and an ``agent ready`` log line names the ports.
 
 Stop order (SIGTERM/SIGINT, or :meth:`Agent.stop`): health turns 503, sources stop (each finishes
@@ -20,6 +22,7 @@ stops, the ports file is removed. A failure at any start step undoes the steps b
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import importlib.metadata
 import logging
@@ -120,19 +123,21 @@ class Agent:
             with _bind_errors("sinks", "the sinks"):
                 self.sink_groups = build_sink_groups(self.config.sinks, self.config.sink_groups, self.channels,
                                                      self.config.sink_state_dir())
+            if settings.admin.enabled:  # bound before any source starts, served once all run
+                address = f"{settings.admin.host}:{settings.admin.port}"
+                with _bind_errors("agent.admin.port", f"the admin endpoint cannot bind {address}"):
+                    self.admin = AdminServer(self, host=settings.admin.host, port=settings.admin.port,
+                                             security=settings.admin.security)
             if settings.grpc.enabled:
                 self._start_grpc(grpc_token)
             for name, source in self.sources.items():
                 log.info("starting source", extra={"source": name})
-                with _bind_errors(f"sources.{name}", f"source {name}"):
+                with _bind_errors(f"sources.{name}.port", f"source {name} cannot start"):
                     source.start()
             for name, group in self.sink_groups.items():
                 log.info("starting sink group", extra={"sink_group": name})
                 group.start()
-            if settings.admin.enabled:
-                with _bind_errors("agent.admin.port", "the admin endpoint"):
-                    self.admin = AdminServer(self, host=settings.admin.host, port=settings.admin.port,
-                                             security=settings.admin.security)
+            if self.admin is not None:
                 self.admin.start()
         except BaseException:
             self.stop()
@@ -314,11 +319,14 @@ class Agent:
 # -- helpers ------------------------------------------------------------------------------
 @contextlib.contextmanager
 def _bind_errors(key: str, what: str) -> Iterator[None]:
-    """An OSError while starting a listener (port in use, address not local) as a ConfigError."""
+    """An OSError while starting a listener (port in use, address not local) as a ConfigError
+    naming the setting: ``what`` says what failed (\"source http cannot start\")."""
     try:
         yield
     except OSError as err:
-        raise ConfigError(f"{what} cannot start: {err.strerror or err}", key=key) from None
+        fix = f"stop what listens there, or set {key} to a free port" if err.errno == errno.EADDRINUSE \
+            else f"fix {key}"
+        raise ConfigError(f"{what}: {err.strerror or err}: {fix}", key=key) from None
 
 
 def _quietly(what: str, action: Any) -> None:

@@ -49,10 +49,47 @@ from .factory import ChannelOptions, build_channel_definitions
 __all__ = ["IngestChannelComponent", "IngestChannelScaffolder"]
 
 
-def _doc(description: str) -> dg.Resolver:
-    """A component attribute's description (dg's schema, the UI's Docs tab)."""
-    resolver: dg.Resolver = dg.Resolver.default(description=description)
+def _doc(description: str, checked: str | None = None) -> dg.Resolver:
+    """A component attribute's description (dg's schema, the UI's Docs tab). ``checked``: the
+    attribute (``batches_per_run``) or table (``sensor``) whose values' constraints (minimum,
+    maximum, pattern: those of the OrchestrationSettings fields behind them) go into the schema
+    that ``dg check defs`` validates before anything loads, so that a value out of range is one
+    error naming the file, the line and the key (:func:`_constraints`)."""
+    extra = (_constraints(checked) if checked else None) or None
+    resolver: dg.Resolver = dg.Resolver.default(description=description, json_schema_extra=extra)
     return resolver
+
+
+_KEPT = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "pattern")
+
+
+def _constraints(attribute: str) -> dict[str, Any]:
+    """The JSON-schema constraints of ``attribute`` (a value) or of the keys of table ``attribute``.
+
+    They sit beside the attribute's schema, not in it: Dagster lets every attribute be a template
+    string too (``anyOf [table, string]``), and dg reports a value that fails inside an ``anyOf``
+    as the whole table "not valid under any of the given schemas"; constraints on a nested model's
+    fields are refused by Dagster outright. Constraints apply to values of their type only (a
+    template string passes ``minimum``; patterns let ``{{ ... }}`` through), and loading checks
+    every value again (OrchestrationSettings), for ``dg dev`` and the Python API."""
+    fields = OrchestrationSettings.model_json_schema()["properties"]
+
+    def kept(field: str) -> dict[str, Any]:
+        found = {k: v for k, v in fields[field].items() if k in _KEPT}
+        if "pattern" in found:
+            found["pattern"] = _or_template(found["pattern"])
+        return found
+
+    if (attribute,) in _SETTING_OF:
+        return kept(_SETTING_OF[(attribute,)])
+    keys = {path[1]: kept(field) for path, field in _SETTING_OF.items() if path[0] == attribute and len(path) == 2}
+    found = {key: constraints for key, constraints in keys.items() if constraints}
+    return {"properties": found} if found else {}
+
+
+def _or_template(pattern: str) -> str:
+    """``pattern`` (``^(...)$``), or a template string that Dagster resolves when it loads."""
+    return pattern.removesuffix(")$") + "|[{]{2}.*[}]{2})$"
 
 
 def _opt(description: str) -> Any:
@@ -298,15 +335,17 @@ class IngestChannelComponent(dg.Component, dg.Resolvable, dg.Model):
     curate: Annotated[bool, _doc(
         "build the hourly curated table, its job, sensor and check (false: in a fleet whose instances land "
         "the same channel into one table, every instance but one)")] = True
-    batches_per_run: Annotated[int | None, _doc("take transactions per landing run (default 1)")] = None
+    batches_per_run: Annotated[int | None, _doc("take transactions per landing run (default 1)",
+                                                checked="batches_per_run")] = None
     dagster_conf: Annotated[str | None, _doc(
         "the [dagster] table of the keys left out (default <conf dir>/dagster.toml)")] = None
-    partitions: Annotated[PartitionsAttributes | None, _doc("the curated table's hourly partitions")] = None
+    partitions: Annotated[PartitionsAttributes | None, _doc(
+        "the curated table's hourly partitions", checked="partitions")] = None
     schedule: Annotated[ScheduleAttributes | None, _doc("the drain schedule")] = None
     sensor: Annotated[SensorAttributes | None, _doc(
-        "the landing sensor's thresholds and the observer's interval")] = None
+        "the landing sensor's thresholds and the observer's interval", checked="sensor")] = None
     pools: Annotated[PoolsAttributes | None, _doc("concurrency pools of the landing and curated assets")] = None
-    checks: Annotated[ChecksAttributes | None, _doc("thresholds of the asset checks")] = None
+    checks: Annotated[ChecksAttributes | None, _doc("thresholds of the asset checks", checked="checks")] = None
     curated: Annotated[CuratedAttributes | None, _doc(
         "how this channel's curated table parses and types the bodies (over [dagster.curated])")] = None
 

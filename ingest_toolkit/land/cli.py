@@ -9,6 +9,10 @@ owns it; else the agent that owns it. The first line on stderr says which. The r
 While it runs it shows its progress (:mod:`ingest_toolkit.land.progress`): on a terminal a live
 footer on stderr (the Spark start as a step of its own, then events landed of the backlog, rate,
 batches), otherwise one line per batch on stdout as each batch completes.
+
+``--check`` checks what the run needs (:mod:`ingest_toolkit.land.preflight`: the landing root
+writable, Java and Spark, the agent, the channel), one line each, and exits (0 when all passed,
+else 1); a run makes each of these checks before its first take and takes nothing when one fails.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +30,7 @@ import click
 from ..cli_common import is_verbose, stderr_is_terminal, verbose_option
 from ..numbers import count
 from .config import LandingConfig, load_landing_config
+from .preflight import ensure_ready, landing_checks, verdict
 from .progress import LandingProgress, LineProgress, TerminalProgress
 from .route import Route, ports_file_address, resolve_route
 from .run import LandingRun, land_channel
@@ -52,11 +58,14 @@ __all__ = ["land_command"]
               help="Take through the local agent whose ports file this is (host 127.0.0.1), like send's.")
 @click.option("--drain", is_flag=True, help="Land batch after batch until the channel's committed backlog is "
               "zero (two batches in flight; see docs/landing.md for when it stops while producers add events).")
+@click.option("--check", is_flag=True, help="Check in seconds what the landing needs (the root writable, Java and "
+              "Spark usable, the agent reachable, the channel readable), print one line per check and exit; "
+              "nothing is taken and Spark is not started. A landing makes each check before its first take.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON document.")
 @verbose_option
 def land_command(conf_path: Path, channel: str, max_events: int | None, table_format: str | None,
                  channel_conf: Path | None, agent: str | None, ports_file: Path | None, drain: bool,
-                 as_json: bool) -> None:
+                 check: bool, as_json: bool) -> None:
     """Take committed events of CHANNEL in one transaction, write them to its table (Parquet, a
     Delta or an Iceberg table), commit the take (exactly once in the landed table, whatever
     crashes; see docs/landing.md)."""
@@ -71,6 +80,10 @@ def land_command(conf_path: Path, channel: str, max_events: int | None, table_fo
     config = load_landing_config(conf_path, **overrides)
     route = resolve_route(config, channel)
     click.echo(_announcement(route, agent, ports_file), err=True)
+    if check:
+        _check(route, as_json)
+        return
+    ensure_ready(route)  # nothing is taken when a check fails
     with _progress(as_json) as report:
         spark = _Spark(config, report)
         try:
@@ -78,6 +91,22 @@ def land_command(conf_path: Path, channel: str, max_events: int | None, table_fo
         finally:
             spark.stop()
     _report(run, config, as_json)
+
+
+def _check(route: Route, as_json: bool) -> None:
+    """``land --check``: one line per check, then the verdict (exit 1 when a check failed)."""
+    checks = landing_checks(route)
+    passed, line = verdict(checks)
+    if as_json:
+        click.echo(json.dumps({"format": "ingest-toolkit/land-check/1", "channel": route.channel, "passed": passed,
+                               "checks": [asdict(c) for c in checks]}, indent=2))
+    else:
+        for item in checks:
+            click.echo(item.line())
+    if not passed:
+        raise click.ClickException(line)
+    if not as_json:
+        click.echo(line)
 
 
 def _announcement(route: Route, agent: str | None, ports_file: Path | None) -> str:

@@ -170,10 +170,11 @@ class LandingConfig(BaseModel):
             raise invalid_settings("landing configuration", problems, source=source, env=env) from None
 
 
-def agent_client(config: LandingConfig, token: str | None = None) -> AgentClient:
+def agent_client(config: LandingConfig, token: str | None = None, timeout: float = 60.0) -> AgentClient:
     """An :class:`~ingest_toolkit.rpc.client.AgentClient` for ``config.agent``: ``token``, else the
     bearer token from ``agent_token_env``; TLS from ``agent_tls_ca`` / ``agent_tls_cert`` /
-    ``agent_tls_key``. A bad TLS file raises ConfigError naming its ``landing.*`` key."""
+    ``agent_tls_key``; ``timeout``: seconds per call. A bad TLS file raises ConfigError naming its
+    ``landing.*`` key."""
     from ..rpc.client import AgentClient
 
     if not config.agent:
@@ -185,7 +186,7 @@ def agent_client(config: LandingConfig, token: str | None = None) -> AgentClient
                               key="landing.agent_token_env")
     names = {"ca": "landing.agent_tls_ca", "cert": "landing.agent_tls_cert", "key": "landing.agent_tls_key"}
     return AgentClient(config.agent, token=token, tls_ca=config.agent_tls_ca, tls_cert=config.agent_tls_cert,
-                       tls_key=config.agent_tls_key, tls_names=names)
+                       tls_key=config.agent_tls_key, tls_names=names, timeout=timeout)
 
 
 def root_uri(value: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import IngestError, TransientError
 
-__all__ = ["CommitConflict", "LandingError", "MaintenanceConflict", "SparkStartError"]
+__all__ = ["CommitConflict", "LandingError", "MaintenanceConflict", "PreflightError", "SparkStartError"]
 
 
 class LandingError(IngestError):
@@ -27,6 +27,15 @@ class CommitConflict(LandingError):
     Nothing of this batch was published; its take is rolled back (if it is still held) and the
     next run recognises the events that are landed and writes only the rest.
     """
+
+
+class PreflightError(IngestError):
+    """A check before the first take failed (:mod:`ingest_toolkit.land.preflight`: the landing
+    root, Java and Spark, the agent, the channel); ``failed`` names the checks. Nothing was taken."""
+
+    def __init__(self, message: str, *, channel: str, failed: list[str]) -> None:
+        super().__init__(message)
+        self.channel, self.failed = channel, failed
 
 
 class SparkStartError(IngestError):

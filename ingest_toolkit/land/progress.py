@@ -109,7 +109,8 @@ class TerminalProgress:
     (module docstring). Use as a context manager around the run.
 
     The footer is drawn only once Spark runs: while it starts, its JVM writes to the terminal
-    itself (``WARNING: Using incubator modules``), past rich, and would tear a live line apart.
+    itself (its log4j console, passed through by :mod:`.jvm_stderr`), past rich, and would tear a
+    live line apart.
     So the Spark start is a line of its own (``starting Spark (local[*]) ...``), then ``Spark
     started in 9.4 s``, and the footer follows."""
 

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from ..rpc.client import AgentClient
 
-__all__ = ["LandingRun", "land_channel"]
+__all__ = ["LandingRun", "checked_backlog", "land_channel"]
 
 
 @dataclass(frozen=True)
@@ -102,13 +102,13 @@ def _land_remote(route: Route, start_spark: Callable[[], SparkSession | None], b
     backlog = None
     if FORK_HANDLERS_OFF or not needs_spark(route.config):
         with agent_client(route.config, token=token) as client:
-            backlog = _checked_backlog(route, client)
+            backlog = checked_backlog(route, client)
     if backlog == 0:
         return LandingRun(route, 0)
     spark = start_spark()  # before this process's gRPC channel for the takes (step 3)
     with agent_client(route.config, token=token) as client:
         if backlog is None:
-            _checked_backlog(route, client)
+            checked_backlog(route, client)
         source = RemoteSource(client, route.channel, route.config.lease_seconds)
         return LandingRun(route, backlog, _batches(route, source, spark, batches, overlap, report))
 
@@ -119,7 +119,7 @@ def _batches(route: Route, source: TakeSource, spark: SparkSession | None, batch
                             report=report)
 
 
-def _checked_backlog(route: Route, client: AgentClient) -> int:
+def checked_backlog(route: Route, client: AgentClient) -> int:
     """The channel's committed backlog, from the agent's status, after checking that the agent
     serves the channel ``route.identity`` names (WrongAgentError otherwise; nothing taken)."""
     status = client.status(route.channel)

@@ -18,6 +18,7 @@ import pyarrow as pa
 from .batches import PARTITION_COLUMNS
 from .config import REQUIRED_SPARK_CONF, LandingConfig, SparkSettings
 from .diagnose import check_java, explain_start_failure
+from .jvm_stderr import launch_gateway
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -36,7 +37,8 @@ def spark_session(settings: SparkSettings, *, quiet: bool = False) -> SparkSessi
     properties the landing needs are set on it at every write anyway. A new classic session
     logs through the toolkit's log4j configuration (``log4j2.properties`` beside this module) at
     ``settings.log_level``, or not at all with ``quiet`` (a command line whose errors are one
-    line); a local one binds to 127.0.0.1. No Java runtime, or one Spark cannot use, raises
+    line); its JVM's start-up notices are logged at DEBUG, not written to stderr
+    (:mod:`.jvm_stderr`); a local one binds to 127.0.0.1. No Java runtime, or one Spark cannot use, raises
     SparkStartError saying what to install, before or after the JVM is launched.
     """
     from pyspark import SparkContext
@@ -56,10 +58,26 @@ def spark_session(settings: SparkSettings, *, quiet: bool = False) -> SparkSessi
     for key, value in conf.items():
         builder = builder.config(key, value)
     with _local_address(settings.master if fresh else None):
+        if fresh and SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+            _launch_jvm({**conf, "spark.master": settings.master, "spark.app.name": settings.app_name})
         session: SparkSession = _get_or_create(builder)
     if not settings.remote:
         session.sparkContext.setLogLevel(settings.log_level)
     return session
+
+
+def _launch_jvm(conf: dict[str, str]) -> None:
+    """Launch the session's JVM with its stderr filtered (:mod:`.jvm_stderr`: its start-up notice
+    logged, not written to stderr), as the gateway PySpark's session then uses."""
+    from pyspark import SparkContext
+    from pyspark.errors import PySparkRuntimeError
+
+    try:
+        SparkContext._ensure_initialized(gateway=launch_gateway(conf))
+    except PySparkRuntimeError as err:
+        if err.getCondition() == "JAVA_GATEWAY_EXITED":
+            raise explain_start_failure(err) from err
+        raise
 
 
 def _get_or_create(builder: Any) -> SparkSession:

@@ -21,6 +21,7 @@ current directory, which is the repository root for ``dg dev``).
 
 from __future__ import annotations
 
+import datetime
 import os
 import zoneinfo
 from pathlib import Path
@@ -32,8 +33,12 @@ from ..curate.settings import CuratedSettings
 from ..errors import ConfigError
 from ..settings import env_overrides, env_variables, invalid_settings, load_table, validation_problems
 
-__all__ = ["ChannelSpec", "OrchestrationSettings", "channel_spec", "conf_dir", "load_channel_specs",
-           "load_orchestration_settings", "remote_channel_spec"]
+__all__ = ["PARTITIONS_START", "ChannelSpec", "OrchestrationSettings", "channel_spec", "conf_dir",
+           "load_channel_specs", "load_orchestration_settings", "remote_channel_spec"]
+
+PARTITIONS_START = r"^(auto|[0-9]{4}-[0-9]{2}-[0-9]{2}-[0-9]{2}:[0-9]{2})$"
+"""What ``partitions_start`` may be: ``auto``, or the first hourly key, ``2026-11-01-00:00``
+(also the JSON schema's pattern of the component attribute, which ``dg check defs`` checks)."""
 
 
 NEUTRAL_FILE, NEUTRAL_TABLE = "orchestrate.toml", "orchestrate"
@@ -88,7 +93,9 @@ class OrchestrationSettings(BaseModel):
     maintenance_cron: str = "0 3 * * *"
     # Curated, hourly partitioned tables.
     timezone: str = "UTC"
-    partitions_start: str = "auto"  # "auto": the earliest landed hour or lookback days ago; else "YYYY-MM-DD-HH:mm"
+    # "auto": the earliest landed hour or lookback days ago; else "YYYY-MM-DD-HH:mm" (the pattern
+    # is the JSON schema's, which dg check defs checks; _first_key checks the value)
+    partitions_start: str = Field("auto", json_schema_extra={"pattern": PARTITIONS_START})
     partitions_lookback_days: int = Field(3, ge=0, le=366)  # auto, nothing landed yet: this many days before today
     curated_root: str = "var/curated"
     curated: CuratedSettings = Field(default_factory=CuratedSettings)  # parsers, schema, contract (curate.settings)
@@ -107,6 +114,17 @@ class OrchestrationSettings(BaseModel):
     # directory cannot be read here, else the directories), "local" or "remote" (orchestrate.remote).
     observe: Literal["auto", "local", "remote"] = "auto"
     runbook_url: str = ""  # where docs/runbook.md is served; checks link <runbook_url>#<check> ("": the local file)
+
+    @field_validator("partitions_start")
+    @classmethod
+    def _first_key(cls, value: str) -> str:
+        try:
+            if value != "auto":
+                datetime.datetime.strptime(value, "%Y-%m-%d-%H:%M")
+        except ValueError:
+            raise ValueError(f"{value!r} is neither 'auto' nor an hourly partition key: write auto, or the first "
+                             "hour as YYYY-MM-DD-HH:MM (\"2026-11-01-00:00\")") from None
+        return value
 
     @field_validator("timezone")
     @classmethod

@@ -117,6 +117,8 @@ def _bind(server: grpc.Server, address: str, tls: TlsSettings | None) -> int:
     except RuntimeError:
         port = 0
     if port == 0:
-        raise ConfigError(f"cannot listen on {address} (address in use or not local?)", key="agent.grpc.port")
+        raise ConfigError(f"cannot listen on {address} (address in use or not local?): stop what listens there, "
+                          "or set agent.grpc.port to a free port (or agent.grpc.host to a local address)",
+                          key="agent.grpc.port")
     return port
 

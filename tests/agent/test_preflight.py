@@ -100,3 +100,66 @@ def test_every_problem_is_listed_at_once_and_a_sound_configuration_passes(tmp_pa
     done = _run(good, "--check")
     assert done.returncode == 0, done.stderr
     assert "configuration OK" in done.stdout and "sinks up" in done.stdout and "port free" in done.stdout
+
+
+# -- ports (issue 31, item 4) -------------------------------------------------------------------
+def _ports_taken(root: Path, grpc_port: int, admin_port: int) -> FleetSetup:
+    """An agent on fixed ports with a spool-directory source (whose start would be logged)."""
+    (root / "spool").mkdir(parents=True)
+    setup = FleetSetup(root, grpc_port=grpc_port, extra=f'[sources.spool]\ntype = "spool_dir"\n'
+                                                      f'dir = "{root / "spool"}"\nchannels = ["events"]\n')
+    text = setup.conf.read_text().replace("[agent.admin]\nport = 0\n", f"[agent.admin]\nport = {admin_port}\n")
+    setup.conf.write_text(text)
+    return setup
+
+
+def _listener() -> socket.socket:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    return listener
+
+
+_GRPC_CORE = ("WARNING: All log messages before absl::InitializeLog()", "add_port.cc", "ev_epoll1_linux",
+              "chttp2_server.cc")
+
+
+def test_the_check_and_the_start_report_both_ports_taken(tmp_path: Path) -> None:
+    with _listener() as grpc_taken, _listener() as admin_taken:
+        grpc_port, admin_port = grpc_taken.getsockname()[1], admin_taken.getsockname()[1]
+        setup = _ports_taken(tmp_path, grpc_port, admin_port)
+        for args in (["--check"], []):
+            done = _run(setup, *args)
+            assert done.returncode == 1 and "configuration OK" not in done.stdout
+            (line,) = done.stderr.strip().splitlines()
+            assert f"agent.grpc.port: 127.0.0.1:{grpc_port} is already in use" in line, line
+            assert f"agent.admin.port: 127.0.0.1:{admin_port} is already in use" in line, line
+    assert not setup.checkpoint_dir().exists()  # nothing opened
+
+
+# The ports are taken between the check and the bind: the fault is injected by a check that finds
+# the ports free (the race of a process that binds first); everything else is the command's own.
+_RACE = ("import sys\nfrom ingest_toolkit.cli import main\nfrom ingest_toolkit.collect import preflight\n"
+         "preflight.port_problems = lambda config: []\nsys.argv[0] = 'ingest-toolkit'\nmain()\n")
+
+
+@pytest.mark.parametrize("endpoint", ["grpc", "admin"])
+def test_a_port_taken_after_the_check_fails_the_start_before_any_source_and_quietly(tmp_path: Path,
+                                                                                    endpoint: str) -> None:
+    with _listener() as taken:
+        port = taken.getsockname()[1]
+        setup = _ports_taken(tmp_path, port if endpoint == "grpc" else free_port(),
+                             port if endpoint == "admin" else free_port())
+        lines = {}
+        for level in ("INFO", "WARNING"):
+            done = subprocess.run([sys.executable, "-c", _RACE, "agent", "--conf", str(setup.conf),
+                                   "--log-level", level], capture_output=True, text=True, cwd=REPO, timeout=60)
+            assert done.returncode == 1, done.stderr
+            lines[level] = done.stderr.strip().splitlines()
+    error = lines["WARNING"][-1]
+    assert lines["WARNING"] == [error]  # gRPC's C core adds nothing to the one-line error
+    assert error.startswith("Error: ConfigError: ") and f"agent.{endpoint}.port" in error, error
+    assert f"{port}" in error and f"set agent.{endpoint}.port to a free port" in error, error
+    assert lines["INFO"][-1] == error and not any(line.startswith(_GRPC_CORE) or any(
+        p in line for p in _GRPC_CORE) for line in lines["INFO"]), lines["INFO"]
+    assert not any("starting source" in line for line in lines["INFO"]), lines["INFO"]  # no source started

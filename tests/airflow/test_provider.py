@@ -50,22 +50,22 @@ def test_operators_take_their_asset_per_channel_and_refuse_an_unknown_check() ->
 
 def test_the_connection_gives_the_agent_its_token_and_tls_files(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_EDGE_AGENT", json.dumps({
-        "conn_type": "ingest_agent", "host": "10.0.0.7", "port": 7433, "password": "s3cret",
+        "conn_type": "ingest_agent", "host": "10.0.0.7", "port": 7431, "password": "s3cret",
         "extra": {"tls_ca": "/etc/ingest/ca.pem", "tls_cert": "/etc/ingest/client.pem",
                   "tls_key": "/etc/ingest/client.key"}}))
     hook = IngestAgentHook("edge_agent")
-    assert hook.landing_overrides() == {"agent": "10.0.0.7:7433", "agent_tls_ca": "/etc/ingest/ca.pem",
+    assert hook.landing_overrides() == {"agent": "10.0.0.7:7431", "agent_tls_ca": "/etc/ingest/ca.pem",
                                         "agent_tls_cert": "/etc/ingest/client.pem",
                                         "agent_tls_key": "/etc/ingest/client.key"}
     assert hook.token() == "s3cret"
-    monkeypatch.setenv("AIRFLOW_CONN_PLAIN", json.dumps({"conn_type": "ingest_agent", "host": "::1", "port": 7433}))
-    assert IngestAgentHook("plain").landing_overrides() == {"agent": "[::1]:7433"}
+    monkeypatch.setenv("AIRFLOW_CONN_PLAIN", json.dumps({"conn_type": "ingest_agent", "host": "::1", "port": 7431}))
+    assert IngestAgentHook("plain").landing_overrides() == {"agent": "[::1]:7431"}
     assert IngestAgentHook("plain").token() is None
 
 
 @pytest.mark.parametrize(("conn", "message"), [
     ({"host": "10.0.0.7"}, "Airflow connection 'bad' has no host or port"),
-    ({"host": "10.0.0.7", "port": 7433, "extra": {"tls_ca_file": "x"}},
+    ({"host": "10.0.0.7", "port": 7431, "extra": {"tls_ca_file": "x"}},
      "Airflow connection 'bad': unknown extra keys ['tls_ca_file']"),
 ])
 def test_a_bad_connection_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch, conn: dict[str, object],

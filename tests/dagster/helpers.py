@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from ..orchestrate.helpers import HOUR_MS, Setup, events_at, fill, hour_ms, make_setup, wait_until
+from ..orchestrate.helpers import HOUR_MS, Setup, damage_channel, events_at, fill, hour_ms, make_setup, wait_until
 
-__all__ = ["HOUR_MS", "Setup", "events_at", "fill", "hour_ms", "make_setup", "wait_until"]
+__all__ = ["HOUR_MS", "Setup", "damage_channel", "events_at", "fill", "hour_ms", "make_setup", "wait_until"]

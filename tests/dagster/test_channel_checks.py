@@ -15,7 +15,7 @@ from ingest_toolkit.dagster.factory import build_definitions
 from ingest_toolkit.dagster.naming import channel_key, checks_job_name
 from ingest_toolkit.orchestrate.verdict import SEVERITIES
 
-from .helpers import Setup, events_at, fill, make_setup
+from .helpers import Setup, damage_channel, events_at, fill, make_setup
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -125,3 +125,25 @@ def test_a_verdict_becomes_the_check_result_the_ui_showed(tmp_path: Path) -> Non
     assert meta["id"] == dg.MetadataValue.text("7") and meta["table"] == dg.MetadataValue.path("/t")
     assert meta["runbook"] == dg.MetadataValue.url("https://runbook.example/ops.md#backlog_below_capacity")
     assert meta["n"] == dg.MetadataValue.int(3) and meta["m"] == dg.MetadataValue.json({"a": 1})
+
+
+def test_failed_checks_carry_the_details_the_runbook_names_in_their_metadata(tmp_path: Path) -> None:
+    """Issue 31, item 4: on-call reads ``orphaned``, ``mismatches`` and the damaged segments in the
+    check's metadata, not only its one-line description."""
+    setup = make_setup(tmp_path, drained_log_grace_seconds=0)
+    restored = damage_channel(setup.spec, tmp_path / "saved")
+    with dg.instance_for_test() as instance:
+        checks = _run_checks(setup, instance)
+        drained, recount = checks["drained_logs_deleted"], checks["refcounts_match_recount"]
+        assert not drained.passed and not recount.passed
+        orphaned = drained.metadata["orphaned"].value
+        assert sorted(os.path.basename(p) for p in orphaned) == [n for n in restored if not n.endswith(".meta")]
+        assert drained.metadata["deletion_floor"].value and drained.metadata["needed"].value
+        ((segment, counts),) = recount.metadata["mismatches"].value.items()
+        assert segment.startswith("log-") and counts["recorded"] == counts["recounted"] + 7
+        gone = _needed_log(setup)
+        gone.rename(tmp_path / "elsewhere")
+        intact = _run_checks(setup, instance)["referenced_logs_intact"]
+    assert not intact.passed
+    assert intact.metadata["damaged"].value == {str(gone): "missing"}
+    assert intact.metadata["segments_needed"].value and intact.metadata["events_in_damaged_segments"].value > 0

@@ -156,6 +156,7 @@ def _load_error(project: Path) -> ConfigError:
 
 @pytest.mark.parametrize(("attribute", "value", "key"), [
     ("sensor__min_backlog", 0, "attributes.sensor.min_backlog"),
+    ("partitions__start", "yesterday", "attributes.partitions.start"),
     ("partitions__timezone", "Mars/Olympus", "attributes.partitions.timezone"),
     ("checks__backlog_warn_fraction", 1.5, "attributes.checks.backlog_warn_fraction"),
     ("schedule__drain_cron", "every hour", "attributes.schedule.drain_cron"),
@@ -242,7 +243,36 @@ def test_dg_check_defs_names_the_file_and_the_key_of_a_bad_value(project: Path) 
                             timeout=120)
     output = ranged.stdout + ranged.stderr
     assert ranged.returncode != 0
-    assert f"invalid component attributes in {defs_yaml}: attributes.sensor.min_backlog:" in output, output
+    line = _line_of(defs_yaml, "min_backlog: 0")
+    assert output.splitlines()[0] == (f"{defs_yaml}:{line} - {TYPE} attributes.sensor.min_backlog 0 is less than "
+                                      "the minimum of 1"), output
+    assert "Traceback" not in output and "Stack Trace" not in output
+
+
+def _line_of(path: Path, text: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+@pytest.mark.integration
+def test_dg_check_defs_answers_a_bad_partitions_start_with_one_line_not_a_traceback(project: Path) -> None:
+    """Issue 31, item 4: ``partitions: {start: yesterday}`` failed the load 55 lines deep, in
+    ``strptime``. Now the schema dg checks first holds the key's pattern: the first line names the
+    file, the line, the key and the forms it takes; under it dg shows the lines around it."""
+    _setup(project)
+    defs_yaml = _scaffold(project)
+    text = defs_yaml.read_text()
+    start = next(line for line in text.splitlines() if line.strip().startswith("start:"))
+    defs_yaml.write_text(text.replace(start, "    start: yesterday"))
+    dg_bin = str(Path(sys.executable).with_name("dg"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INGEST_")}
+    done = subprocess.run([dg_bin, "check", "defs"], cwd=project, env=env, capture_output=True, text=True,
+                          timeout=120)
+    output = done.stdout + done.stderr
+    assert done.returncode == 1
+    assert output.splitlines()[0] == (
+        f"{defs_yaml}:{_line_of(defs_yaml, 'start: yesterday')} - {TYPE} attributes.partitions.start 'yesterday' "
+        "does not match '^(auto|[0-9]{4}-[0-9]{2}-[0-9]{2}-[0-9]{2}:[0-9]{2}|[{]{2}.*[}]{2})$'"), output
+    assert "Traceback" not in output and "Stack Trace" not in output and len(output.splitlines()) < 15, output
 
 
 @pytest.mark.parametrize("channel", ["events", "audit.log", "on", "2026", "with space"])

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ingest_toolkit.channel import Event, FileChannel
+from ingest_toolkit.channel.checkpoint import CHECKPOINT_META, decode_meta, encode_meta
 from ingest_toolkit.orchestrate.settings import ChannelSpec, OrchestrationSettings, load_channel_specs
 
-__all__ = ["Setup", "events_at", "fill", "make_setup"]
+__all__ = ["Setup", "damage_channel", "events_at", "fill", "make_setup"]
 
 HOUR_MS = 3_600_000
 
@@ -69,3 +72,31 @@ def wait_until(predicate: object, timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(0.05)
+
+
+def damage_channel(spec: ChannelSpec, saved: Path) -> list[str]:
+    """Damage as docs/runbook.md describes: fill and mostly drain the channel, copy its deleted
+    segments back (``orphaned``, via ``saved``) and raise one reference count in checkpoint.meta
+    (``mismatches``); the names of the files copied back."""
+    data_dir = spec.data_dirs[0]
+    channel = FileChannel(**spec.settings)
+    try:
+        fill(channel, events_at(600, 0, size=200))  # 64 KiB segments: several
+        shutil.copytree(data_dir, saved)
+        with channel.transaction() as tx:
+            tx.take(500)
+        channel.checkpoint()  # the drained segments are deleted after it
+    finally:
+        channel.close()
+    restored = sorted(n for n in os.listdir(saved) if n.startswith("log-") and not os.path.exists(
+        os.path.join(data_dir, n)))
+    for name in restored:
+        shutil.copy2(saved / name, os.path.join(data_dir, name))
+    path = os.path.join(spec.checkpoint_dir, CHECKPOINT_META)
+    with open(path, "rb") as f:
+        meta = decode_meta(f.read())
+    needed = max(k for k, v in meta.log_refcounts.items() if v)
+    meta.log_refcounts[needed] += 7
+    with open(path, "wb") as f:
+        f.write(encode_meta(meta))
+    return restored
