@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Mapping
 from typing import IO, Any
 
@@ -43,23 +44,37 @@ def launch_gateway(conf: Mapping[str, str]) -> Any:
     for key, value in conf.items():
         spark_conf.set(key, value)
     read, write = os.pipe()
-    reader = threading.Thread(target=pump, args=(os.fdopen(read, "rb"),), name="spark-jvm-stderr", daemon=True)
+    activity = [time.monotonic()]  # when the reader last got a line
+    reader = threading.Thread(target=pump, args=(os.fdopen(read, "rb"),), kwargs={"activity": activity},
+                              name="spark-jvm-stderr", daemon=True)
     reader.start()
     try:
         return pyspark_launch(spark_conf, popen_kwargs={"stderr": write})  # type: ignore[no-untyped-call]
     except BaseException:
         os.close(write)
         write = -1
-        reader.join(timeout=5.0)  # the JVM exited: its last lines, then EOF
+        _drain(reader, activity)
         raise
     finally:
         if write >= 0:
             os.close(write)  # the JVM holds its own copy
 
 
-def pump(stream: IO[bytes], out_fd: int = 2) -> None:
-    """Pass the lines of ``stream`` to ``out_fd``, logging the benign ones instead, until EOF."""
+def _drain(reader: threading.Thread, activity: list[float], *, quiet: float = 0.3, limit: float = 5.0) -> None:
+    """A failed launch: let the reader pass on the JVM's last lines. A JVM that exited closes its
+    stderr (the reader ends); one that still runs (its gateway refused the connection) may write
+    nothing more, so stop waiting once the pipe has been quiet for ``quiet`` seconds."""
+    deadline = time.monotonic() + limit
+    while reader.is_alive() and time.monotonic() < deadline and time.monotonic() - activity[0] < quiet:
+        reader.join(timeout=0.05)
+
+
+def pump(stream: IO[bytes], out_fd: int = 2, activity: list[float] | None = None) -> None:
+    """Pass the lines of ``stream`` to ``out_fd``, logging the benign ones instead, until EOF;
+    ``activity[0]`` is set to the time of each line."""
     for raw in iter(stream.readline, b""):
+        if activity is not None:
+            activity[0] = time.monotonic()
         try:
             line = raw.decode(errors="replace").rstrip("\r\n")
             if any(pattern.match(line) for pattern in BENIGN):

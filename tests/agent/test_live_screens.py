@@ -27,10 +27,11 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         started.stop()
 
 
-def _terminal(deployment: Deployment, *args: str) -> pexpect.spawn:
+def _terminal(deployment: Deployment, *args: str, env: dict[str, str] | None = None) -> pexpect.spawn:
     """``ingest-toolkit ARGS`` in a 50x180 terminal, from the deployment's directory."""
-    return pexpect.spawn(CLI[0], [*CLI[1:], *args], cwd=str(deployment.root), env={**CLEAN_ENV, "TERM": "xterm"},
-                         dimensions=(50, 180), encoding="utf-8", timeout=WAIT)
+    return pexpect.spawn(CLI[0], [*CLI[1:], *args], cwd=str(deployment.root),
+                         env={**CLEAN_ENV, "TERM": "xterm", **(env or {})}, dimensions=(50, 180), encoding="utf-8",
+                         timeout=WAIT)
 
 
 def _ended(child: pexpect.spawn) -> int:
@@ -91,10 +92,12 @@ def test_land_drain_on_a_terminal_shows_each_batch_as_it_completes(deployment: D
 
 def test_land_drain_with_spark_shows_the_spark_start_as_its_own_step(deployment: Deployment) -> None:
     """Plain Parquet through Spark: the start of Spark is a step of its own (spinner, then its
-    time), then the batches."""
+    time), then the batches. Into a root of its own: the deployment's holds the Delta table of the
+    test above, and a channel's directory holds one format."""
     assert deployment.run("send", "--channel", "events", stdin=_lines(3000)).returncode == 0
     per_batch = -(-deployment.backlog() // 2)
-    child = _terminal(deployment, "land", "--channel", "events", "--max-events", str(per_batch), "--drain")
+    child = _terminal(deployment, "land", "--channel", "events", "--max-events", str(per_batch), "--drain",
+                      env={"INGEST_LANDING__ROOT": str(deployment.root / "var" / "landing-parquet")})
     child.expect("starting Spark")
     child.expect(r"Spark started in [\d.]+ s")
     child.expect(r"batch \d+: landed [\d,]+ events")

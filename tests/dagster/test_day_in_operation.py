@@ -114,7 +114,7 @@ def test_a_day_in_operation_on_the_shipped_configuration(tmp_path: Path, monkeyp
         # Morning: producers send, a file lands in the spool.
         sent = _cli(["send", "--ports-file", str(ports_file), "--channel", "events"], root, env,
                     stdin="".join(f'{{"n": {n}}}\n' for n in range(2000)))
-        assert sent.returncode == 0 and "2000 accepted" in sent.stdout, sent.stdout + sent.stderr
+        assert sent.returncode == 0 and "2,000 accepted" in sent.stdout, sent.stdout + sent.stderr
         (live / "spool" / ".batch-1.tmp").write_text("".join(f'{{"spooled": {n}}}\n' for n in range(500)))
         os.rename(live / "spool" / ".batch-1.tmp", live / "spool" / "batch-1.jsonl")
         _wait(lambda: _status(address)["live"]["puts_committed"] == 2500, "the spool file to be committed")

@@ -142,7 +142,7 @@ def test_dg_dev_serves_assets_runs_one_landing_at_a_time_and_backfills_curated_h
                                "{ checks { name } } } } }")["assetNodes"]
         found = {"/".join(n["assetKey"]["path"]): sorted(c["name"] for c in n["assetChecksOrError"]["checks"])
                  for n in nodes}  # type: ignore[attr-defined]
-        assert found == {
+        expected = {
             "events_channel": ["backlog_below_capacity", "checkpoint_fresh", "drained_logs_deleted",
                                "forward_sinks_reachable", "recovery_losses_acknowledged", "refcounts_match_recount",
                                "referenced_logs_intact"],
@@ -150,6 +150,11 @@ def test_dg_dev_serves_assets_runs_one_landing_at_a_time_and_backfills_curated_h
                               "landed_reconciles"],
             "events_curated": ["curated_covers_landed", "curated_no_duplicate_event_ids",
                                "curated_rescued_below_threshold", "curated_rows_discarded", "curated_schema_drift"]}
+        # the repository's fleet instances beside it: agg_a curates the shared table, agg_b only lands
+        fleet = {f"{node}_{kind}": expected[f"events_{kind}"] for node, kinds in
+                 (("agg_a_events", ("channel", "landed", "curated")), ("agg_b_events", ("channel", "landed")))
+                 for kind in kinds}
+        assert found == {**expected, **fleet}
         _stop_sensor(port, curated_sensor_name("events"))  # the backfill below is the curation under test
         run_ids = [_launch(port, "land_events"), _launch(port, "land_events")]
         overlapped = _watch_runs(port, run_ids, timeout=240)

@@ -79,9 +79,12 @@ def test_lands_through_spark_connect_and_a_failure_loses_nothing(tmp_path: Path,
     channel_toml = tmp_path / "channel.toml"
     channel_toml.write_text("[channel]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items()))
 
+    # A root that cannot be written is refused before the take (the checks before the first take),
+    # the channel untouched.
     (tmp_path / "blocker").write_text("a file where the landing root's parent should be")
     failed = _land(tmp_path, connect_server, tmp_path / "blocker" / "landing", channel_toml)
-    assert failed.returncode == 1 and "LandingError" in failed.stderr, failed.stderr[-4000:]
+    assert failed.returncode == 1 and "PreflightError" in failed.stderr, failed.stderr[-4000:]
+    assert "nothing was taken" in failed.stderr
     ch = FileChannel(**settings)
     assert len(ch) == 2000  # nothing lost, nothing half-taken
     ch.close()
