@@ -97,7 +97,8 @@ def _no_datanode(name: str, message: str, uri: str) -> str | None:
                 f"{match.group(4)} excluded after failing; at least {match.group(2)} needed): bring the "
                 "DataNodes back (or lower dfs.replication's minimum) and land again")
     if name.endswith(("IOException", "SocketException", "ClosedChannelException")) and re.search(
-            r"All datanodes .* are bad|Failed to connect to|DataStreamer|Unable to create new block", message):
+            r"All datanodes .* are bad|Failed to connect to|DataStreamer|Unable to create new block|"
+            r"does not have enough number of replicas", message):
         return (f"writing to {_authority(uri)} failed in the DataNode pipeline ({_first_line(message)}): a DataNode "
                 "died or is unreachable; bring it back and land again")
     return None

@@ -62,6 +62,9 @@ def test_each_known_state_is_named_with_the_uri_in_one_line() -> None:
             "org.apache.hadoop.ipc.RemoteException", "File /x could only be written to 0 of the 1 minReplication "
             "nodes. There are 1 datanode(s) running and 1 node(s) are excluded in this operation.",
             server="java.io.IOException"),
+        "failed in the DataNode pipeline (Unable to close file": _Throwable(  # a DataNode lost while closing
+            "java.io.IOException", "Unable to close file because the last block BP-1-127.0.0.1-1:blk_1_1 does not "
+            "have enough number of replicas."),
         "DiskSpace quota of hdfs://127.0.0.1:9000/landing/events is exhausted": _Throwable(
             "org.apache.hadoop.hdfs.protocol.DSQuotaExceededException", "The DiskSpace quota of /landing/events is "
             "exceeded: quota = 1024 B = 1 KB but diskspace consumed = 134217728 B = 128 MB"),
