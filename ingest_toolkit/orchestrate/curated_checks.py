@@ -30,6 +30,7 @@ import pendulum
 from ..curate.build import open_curated
 from ..curate.source import landed_source
 from .settings import ChannelSpec, OrchestrationSettings
+from .table_checks import duplicates_verdict
 from .table_scan import scan_event_ids
 from .verdict import PathValue, Verdict, verdict
 
@@ -164,13 +165,5 @@ def curated_no_duplicate_event_ids(spec: ChannelSpec, settings: OrchestrationSet
     table = open_curated(curation.table_format(landing.format), curated_root, spec.name, landing,
                          _session(curated_root, start_spark))
     scan = scan_event_ids(table.location, files=table.data_files())
-    worst = dict(sorted(scan.duplicates_by_partition.items(), key=lambda kv: -kv[1])[:10])
-    return verdict(
-        "curated_no_duplicate_event_ids", settings, passed=scan.extra_rows == 0,
-        description=(f"curated table: {scan.rows} rows in {scan.files} files, every event_id once"
-                     if scan.extra_rows == 0 else f"curated table: {scan.duplicate_ids} event_ids occur more than "
-                                                   f"once ({scan.extra_rows} extra rows)"),
-        metadata={"table": PathValue(table.uri), "format": table.format, "rows": scan.rows, "files": scan.files,
-                  "duplicate_event_ids": scan.duplicate_ids, "extra_rows": scan.extra_rows,
-                  "sample_duplicates": scan.sample, "partitions": len(scan.rows_by_partition),
-                  "duplicates_by_partition": worst})
+    return duplicates_verdict("curated_no_duplicate_event_ids", settings, scan, "curated table", table.uri,
+                              table.format)

@@ -44,7 +44,7 @@ from ..errors import IngestError
 from ..land.storage import local_path, locate
 from .landing import agent_status
 from .settings import ChannelSpec, OrchestrationSettings
-from .table_checks import LastLanding, TakenCount, files_verdict, reconcile_table, table_duplicates
+from .table_checks import LastLanding, TakenCount, duplicates_verdict, files_verdict, reconcile_table, table_duplicates
 from .table_scan import scan_event_ids
 from .verdict import PathValue, Verdict, verdict
 
@@ -110,17 +110,7 @@ def _no_duplicates(check: str, settings: OrchestrationSettings, table_uri: str, 
     """No ``event_id`` occurs twice in the table (counted over the table and per partition);
     ``spark``: the session whose Hadoop client reads a non-local table."""
     table = locate(table_uri, spark)
-    scan = scan_event_ids(table)
-    worst = dict(sorted(scan.duplicates_by_partition.items(), key=lambda kv: -kv[1])[:10])
-    return verdict(
-        check, settings, passed=scan.extra_rows == 0,
-        description=(f"{what}: {scan.rows} rows in {scan.files} files, every event_id once" if scan.extra_rows == 0
-                     else f"{what}: {scan.duplicate_ids} event_ids occur more than once "
-                          f"({scan.extra_rows} extra rows)"),
-        metadata={"table": PathValue(table.uri), "rows": scan.rows, "files": scan.files,
-                  "duplicate_event_ids": scan.duplicate_ids, "extra_rows": scan.extra_rows,
-                  "sample_duplicates": scan.sample, "partitions": len(scan.rows_by_partition),
-                  "duplicates_by_partition": worst})
+    return duplicates_verdict(check, settings, scan_event_ids(table), what, table.uri)
 
 
 def taken_from_agent(status: dict[str, object]) -> TakenCount:

@@ -71,14 +71,22 @@ class LastLanding:
 def table_duplicates(check: str, settings: OrchestrationSettings, reader: TableReader, what: str) -> Verdict:
     """No ``event_id`` twice in the current version of a Delta or Iceberg table."""
     scan = scan_chunks(reader.event_ids(), files=len(reader.files()))
+    return duplicates_verdict(check, settings, scan, f"{what} ({reader.format})", reader.uri, reader.format)
+
+
+def duplicates_verdict(check: str, settings: OrchestrationSettings, scan: TableScan, label: str, uri: str,
+                       table_format: str | None = None) -> Verdict:
+    """The verdict of a duplicate-id check on ``scan`` of the table at ``uri`` (``label`` opens the
+    description; ``table_format``, when given, joins the metadata): every landed and curated
+    table, whatever read it, is judged and reported the same way."""
     worst = dict(sorted(scan.duplicates_by_partition.items(), key=lambda kv: -kv[1])[:10])
     return verdict(
         check, settings, passed=scan.extra_rows == 0,
-        description=(f"{what} ({reader.format}): {scan.rows} rows in {scan.files} files, every event_id once"
-                     if scan.extra_rows == 0 else f"{what} ({reader.format}): {scan.duplicate_ids} event_ids occur "
-                                                  f"more than once ({scan.extra_rows} extra rows)"),
-        metadata={"table": PathValue(reader.uri), "format": reader.format, "rows": scan.rows, "files": scan.files,
-                  "duplicate_event_ids": scan.duplicate_ids, "extra_rows": scan.extra_rows,
+        description=(f"{label}: {scan.rows} rows in {scan.files} files, every event_id once" if scan.extra_rows == 0
+                     else f"{label}: {scan.duplicate_ids} event_ids occur more than once ({scan.extra_rows} extra "
+                          "rows)"),
+        metadata={"table": PathValue(uri), **({"format": table_format} if table_format else {}), "rows": scan.rows,
+                  "files": scan.files, "duplicate_event_ids": scan.duplicate_ids, "extra_rows": scan.extra_rows,
                   "sample_duplicates": scan.sample, "partitions": len(scan.rows_by_partition),
                   "duplicates_by_partition": worst})
 
