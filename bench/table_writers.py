@@ -5,10 +5,10 @@ while the project resolves PySpark 4.3; the Arrow-native writers (delta-rs, PyIc
 This compares them in one run, on the same rows. The Spark side runs in a separate virtualenv with
 PySpark 4.1 (outside the repository; nothing of it is installed into the project)::
 
-    python3 -m venv /tmp/spark41 && /tmp/spark41/bin/pip install 'pyspark==4.1.4' 'delta-spark==4.4.0' \\
+    python3 -m venv var/spark41 && var/spark41/bin/pip install 'pyspark==4.1.4' 'delta-spark==4.4.0' \\
         'pyarrow==26.0.1'
-    python bench/table_writers.py --spark41 /tmp/spark41/bin/python          # 1M events of 256 B
-    python bench/table_writers.py --spark41 /tmp/spark41/bin/python --quick  # 100k events
+    python bench/table_writers.py --spark41 var/spark41/bin/python          # 1M events of 256 B
+    python bench/table_writers.py --spark41 var/spark41/bin/python --quick  # 100k events
 
 The connector jars come from Maven Central through the machine's ``mvn`` (as
 ``ingest_toolkit.hdfs.jars`` fetches Hadoop's), never from Spark at run time:
