@@ -9,6 +9,7 @@ long run empties the work directory there).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import sys
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-__all__ = ["Failure", "Tally", "run_atheris", "run_random"]
+__all__ = ["Failure", "Tally", "load_corpus", "run_atheris", "run_random", "save_corpus"]
 
 Fuzz = Callable[[bytes], bytes | None]
 
@@ -80,11 +81,34 @@ def _mutate(rnd: random.Random, corpus: list[bytes]) -> bytes:
     return bytes(data) + rnd.randbytes(64)  # room for draws past the original's end
 
 
+def load_corpus(directory: Path | None) -> list[bytes]:
+    """The buffers a previous run kept in ``directory`` (none when it is None or empty)."""
+    if directory is None or not directory.is_dir():
+        return []
+    return [path.read_bytes() for path in sorted(directory.iterdir()) if path.is_file()][-_CORPUS:]
+
+
+def save_corpus(directory: Path, corpus: list[bytes]) -> int:
+    """Keep ``corpus`` in ``directory`` for the next run, one file per buffer named by its hash
+    (a buffer kept before is not written twice); the number of new files."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = 0
+    for buffer in corpus:
+        path = directory / hashlib.sha1(buffer).hexdigest()
+        if not path.exists():
+            path.write_bytes(buffer)
+            written += 1
+    return written
+
+
 def run_random(fuzz: Fuzz, after: Callable[[], None], seconds: float, executions: int, seed: int,
-               on_failure: Callable[[bytes, BaseException], Failure]) -> Tally:
+               on_failure: Callable[[bytes, BaseException], Failure], corpus_dir: Path | None = None) -> Tally:
     """Drive ``fuzz`` with random and mutated buffers until ``seconds`` or ``executions`` is spent
-    (0: no limit of that kind) or a call fails."""
-    rnd, corpus, tally = random.Random(seed), [], Tally()
+    (0: no limit of that kind) or a call fails. With ``corpus_dir``, the buffers kept there by an
+    earlier run are mutated from the start, and the kept buffers are saved there at the end."""
+    rnd, corpus, tally = random.Random(seed), load_corpus(corpus_dir), Tally()
+    if corpus:
+        tally.extra["corpus_loaded"] = str(len(corpus))
     start = time.perf_counter()
     deadline = start + seconds if seconds else float("inf")
     while (not executions or tally.executions < executions) and time.perf_counter() < deadline:
@@ -104,15 +128,19 @@ def run_random(fuzz: Fuzz, after: Callable[[], None], seconds: float, executions
             else:
                 corpus[rnd.randrange(_CORPUS)] = kept
     tally.seconds = time.perf_counter() - start
+    if corpus_dir is not None:
+        tally.extra["corpus_saved"] = str(save_corpus(corpus_dir, corpus))
     return tally
 
 
 # -- libFuzzer (atheris) ---------------------------------------------------------------------------
 def run_atheris(fuzz: Fuzz, after: Callable[[], None], seconds: float, executions: int, seed: int,
-                on_failure: Callable[[bytes, BaseException], Failure], result: Path, artifacts: Path) -> None:
+                on_failure: Callable[[bytes, BaseException], Failure], result: Path, artifacts: Path,
+                corpus_dir: Path | None = None) -> None:
     """Drive ``fuzz`` with libFuzzer; never returns (libFuzzer exits the process). The tally is
     written to ``result`` every second and when the budget is spent or a call fails; libFuzzer
-    writes what it finds itself (a crash, a timeout) under ``artifacts``."""
+    writes what it finds itself (a crash, a timeout) under ``artifacts``. With ``corpus_dir``,
+    libFuzzer starts from the inputs kept there and adds each input of new coverage to it."""
     import atheris  # the optional fuzzer: only when asked for
 
     tally, start = Tally(engine="atheris"), time.perf_counter()
@@ -139,6 +167,9 @@ def run_atheris(fuzz: Fuzz, after: Callable[[], None], seconds: float, execution
             "-print_final_stats=1", f"-artifact_prefix={artifacts}/"]
     args += [f"-max_total_time={max(1, int(seconds))}"] if seconds else []
     args += [f"-runs={executions}"] if executions else []
+    if corpus_dir is not None:
+        corpus_dir.mkdir(parents=True, exist_ok=True)
+        args.append(str(corpus_dir))  # libFuzzer's first corpus directory: read at start, written to
     atheris.Setup(args, one_input)
     try:
         atheris.Fuzz()

@@ -5,13 +5,17 @@ hypothesis's ``fuzz_one_input``, under the same oracle as in the test suite.
     python -m tests.fuzz.long_run --executions 100000 -k decoder
     python -m tests.fuzz.long_run --list                    # the targets and their fixtures
     python -m tests.fuzz.long_run --replay FILE -k NAME     # one saved failing input, again
+    python -m tests.fuzz.long_run --seconds 3600 --corpus DIR   # in parts: each from the inputs the last kept
 
 Run from the repository root. Each target runs in a process of its own (``--jobs`` at a time),
 with atheris (libFuzzer, coverage-guided over ``ingest_toolkit``) when it is installed
 (``pip install atheris``), else with random buffers and mutations of those that made valid
-examples (``--engine`` chooses). ``--seconds`` is the budget of the whole run, shared evenly by
-the targets; ``--executions`` caps each target. The run stops at the first oracle failure: the
-failing buffer is saved under ``--out`` with a report of what the test drew from it, and printed.
+examples (``--engine`` chooses); with ``--corpus``, each target starts from the inputs an earlier
+run kept there and keeps its own (libFuzzer: those of new coverage; random: those that made valid
+examples), so a run in parts goes on where the last part stopped. ``--seconds`` is the budget of
+the whole run, shared evenly by the targets; ``--executions`` caps each target. The run stops at
+the first oracle failure: the failing buffer is saved under ``--out`` with a report of what the
+test drew from it, and printed.
 At the end: a table of the executions of each target (all calls, and those that ran the test to
 its end: a buffer too short for the test's draws stops earlier), executions per second, failures.
 """
@@ -90,15 +94,25 @@ def _child(args: argparse.Namespace) -> int:
         def failed(buffer: bytes, err: BaseException) -> Failure:
             return _report(target.name, target.last_input, buffer, err, Path(args.out))
 
+        corpus = _corpus_dir(args, target.name)
         if args.engine == "atheris":
             Path(args.out).mkdir(parents=True, exist_ok=True)
             run_atheris(fuzz, fixtures.clean, args.seconds, args.executions, args.seed, failed, Path(args.result),
-                        Path(args.out))
-        tally = run_random(fuzz, fixtures.clean, args.seconds, args.executions, args.seed, failed)
+                        Path(args.out), corpus)
+        tally = run_random(fuzz, fixtures.clean, args.seconds, args.executions, args.seed, failed, corpus)
         tally.save(Path(args.result))
         return 1 if tally.failure else 0
     finally:
         fixtures.close()
+
+
+def _corpus_dir(args: argparse.Namespace, name: str) -> Path | None:
+    """The target's own directory under ``--corpus`` (one per engine: libFuzzer keeps inputs of
+    new coverage, the random engine buffers that made valid examples), or None."""
+    if not args.corpus:
+        return None
+    root: Path = Path(args.corpus)
+    return root / str(args.engine) / "".join(c if c.isalnum() else "_" for c in name)
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -135,7 +149,7 @@ def _spawn(name: str, args: argparse.Namespace, engine: str, seconds: float, wor
     log = log_path.open("wb")
     command = [sys.executable, "-m", "tests.fuzz.long_run", "--child", name, "--engine", engine,
                "--seconds", str(seconds), "--executions", str(args.executions), "--seed", str(args.seed + index),
-               "--out", args.out, "--result", str(result)]
+               "--out", args.out, "--result", str(result)] + (["--corpus", args.corpus] if args.corpus else [])
     return _Running(name, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), result, log_path)
 
 
@@ -198,6 +212,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=1, help="targets run at the same time")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "fuzz-failures"), help="failing inputs go here")
+    p.add_argument("--corpus", default=None,
+                   help="keep each target's inputs here and start from them next time (a run in parts)")
     p.add_argument("--list", action="store_true", help="list the targets and the fixtures they take")
     p.add_argument("--replay", default=None, help="run the target named by -k on this saved buffer")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from . import long_run, targets
-from .engines import run_random
+from .engines import load_corpus, run_random
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,6 +62,41 @@ def test_the_first_failure_stops_the_target_and_saves_its_input(tmp_path: Path) 
 @pytest.mark.skipif(importlib.util.find_spec("atheris") is None, reason="atheris is not installed")
 def test_a_short_run_under_libfuzzer(tmp_path: Path) -> None:
     done = _run("--seconds", "3", "-k", "test_grpc_transaction_requests", "--engine", "atheris",
-                "--out", str(tmp_path))
+                "--out", str(tmp_path), "--corpus", str(tmp_path / "corpus"))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "engine: atheris" in done.stdout
+    [kept] = (tmp_path / "corpus" / "atheris").iterdir()  # libFuzzer's inputs of new coverage
+    assert any(kept.iterdir())
+
+
+def test_a_run_in_parts_goes_on_from_the_corpus_the_last_part_kept(tmp_path: Path) -> None:
+    marker = b"kept-by-the-first-part:" + bytes(range(200))
+
+    def failed(buffer: bytes, err: BaseException) -> long_run.Failure:
+        raise AssertionError(f"no call fails here: {err!r}")
+
+    first = run_random(lambda buffer: marker, lambda: None, seconds=0, executions=50, seed=1,
+                       on_failure=failed, corpus_dir=tmp_path / "corpus")
+    assert first.extra["corpus_saved"] == "1" and load_corpus(tmp_path / "corpus") == [marker]
+
+    seen: list[bytes] = []
+
+    def recording(buffer: bytes) -> None:
+        seen.append(buffer)  # keeps nothing: every mutated buffer comes from the saved corpus
+
+    second = run_random(recording, lambda: None, seconds=0, executions=60, seed=2, on_failure=failed,
+                        corpus_dir=tmp_path / "corpus")
+    assert second.extra["corpus_loaded"] == "1"
+    assert sum(marker[:40] in buffer or marker[-40:] in buffer for buffer in seen) >= 20  # ~2/3 are mutations
+    seen.clear()
+    run_random(recording, lambda: None, seconds=0, executions=60, seed=2, on_failure=failed)  # no corpus
+    assert not any(marker[:40] in buffer or marker[-40:] in buffer for buffer in seen)
+
+
+def test_the_corpus_option_keeps_a_directory_per_engine_and_target(tmp_path: Path) -> None:
+    for _ in range(2):
+        done = _run("--seconds", "2", "-k", "test_http_body_parser", "--engine", "random",
+                    "--corpus", str(tmp_path / "corpus"), "--out", str(tmp_path / "out"))
+        assert done.returncode == 0, done.stdout + done.stderr
+    [target_dir] = (tmp_path / "corpus" / "random").iterdir()
+    assert "test_http_body_parser" in target_dir.name and len(list(target_dir.iterdir())) > 0
