@@ -24,15 +24,20 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 CLI = [sys.executable, "-m", "ingest_toolkit.cli"]
+
+
+def _settings(base: Path) -> dict[str, Any]:
+    return {"checkpoint_dir": str(base / "checkpoint"), "data_dirs": [str(base / "data")]}
 
 
 def _channel(base: Path) -> Path:
     from ingest_toolkit.channel import Event, FileChannel
 
-    settings = {"checkpoint_dir": str(base / "checkpoint"), "data_dirs": [str(base / "data")]}
-    channel = FileChannel(**settings)  # type: ignore[arg-type]
+    settings = _settings(base)
+    channel = FileChannel(**settings)
     with channel.transaction() as tx:
         tx.put_many([Event(f"event {i}".encode(), {"timestamp": "1763798400000"}) for i in range(1000)])
     channel.close()
@@ -73,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         bare = _timed([*CLI, "--version"], 0, args.repeats)
         from ingest_toolkit.channel import FileChannel
 
-        channel = FileChannel(checkpoint_dir=str(base / "checkpoint"), data_dirs=[str(base / "data")])
+        channel = FileChannel(**_settings(base))
         left = len(channel)
         channel.close()
     print(_line("land --check (unwritable root)", check))

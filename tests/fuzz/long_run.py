@@ -70,10 +70,15 @@ def _shown(value: object, limit: int = 2000) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
+def _file_name(target: str) -> str:
+    """A target's name as a file or directory name (``::``, brackets and the like as ``_``)."""
+    return "".join(c if c.isalnum() else "_" for c in target)
+
+
 def _report(name: str, drawn: dict[str, Any], buffer: bytes, err: BaseException, out: Path) -> Failure:
     """Save the failing buffer and a report of the failure; print the report."""
     out.mkdir(parents=True, exist_ok=True)
-    stem = "".join(c if c.isalnum() else "_" for c in name)[-80:] + "-" + hashlib.sha1(buffer).hexdigest()[:12]
+    stem = _file_name(name)[-80:] + "-" + hashlib.sha1(buffer).hexdigest()[:12]
     path = out / f"{stem}.bin"
     path.write_bytes(buffer)
     error = "".join(traceback.format_exception(err)[-6:])
@@ -112,7 +117,7 @@ def _corpus_dir(args: argparse.Namespace, name: str) -> Path | None:
     if not args.corpus:
         return None
     root: Path = Path(args.corpus)
-    return root / str(args.engine) / "".join(c if c.isalnum() else "_" for c in name)
+    return root / str(args.engine) / _file_name(name)
 
 
 def _replay(args: argparse.Namespace) -> int:
